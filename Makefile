@@ -1,0 +1,48 @@
+# polysent — the two README commands (`make pipeline`, `make test`) set themselves up on a fresh clone.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.polysent-installed
+CONFIG ?= configs/default.yaml
+
+# Offline Prefect: project-local home, no analytics, a start-up timeout that a busy 2-core machine meets.
+export PREFECT_HOME := $(CURDIR)/.prefect
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
+export PREFECT_LOGGING_LEVEL ?= WARNING
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: pipeline plan test test-all bench lint clean setup
+
+setup: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first, pinned: the range in pyproject would otherwise pull the newest CUDA build.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+pipeline: $(STAMP)
+	$(BIN)/polysent run $(CONFIG) $(if $(filter 1 true yes,$(FORCE)),--force,)
+
+plan: $(STAMP)
+	$(BIN)/polysent plan $(CONFIG)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.noop_rerun
+
+clean:
+	rm -rf data .prefect .pytest_cache .ruff_cache

@@ -1,0 +1,191 @@
+"""The pipeline configuration: one YAML file → typed pydantic models.
+
+Unknown keys and wrong types stop the run before any node starts (``ConfigError``; the CLI exits with code 2) with
+a message naming the file, the line, the key path, the value and what was expected. Relative paths are resolved against
+the directory of the config file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from models.settings import TatoebaSettings, TokenizerSettings, TrainSettings
+from pipelines.benchmarks import EvalSetsSettings
+from pipelines.bitext import BitextSettings
+from pipelines.report import ReportSettings
+from pipelines.wikidata import WikidataSettings
+from pipelines.wikipedia.extract import WikiSettings
+from pipelines.xnli import XnliSettings
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WikipediaSource(_Strict):
+    dumps: dict[str, Path] = Field(description="language code → pages-articles dump (.xml, .xml.bz2, .xml.gz)")
+    wikidata: Path | None = Field(None, description="Wikidata JSON dump or fragment (one entity per line)")
+
+
+class XnliSource(_Strict):
+    dir: Path = Field(description="folder with {split}-{lang}.tsv files (XTREME layout)")
+
+
+class BitextSource(_Strict):
+    src: str
+    tgt: str
+    src_file: Path
+    tgt_file: Path
+
+
+class EvalSources(_Strict):
+    tatoeba: Path | None = None
+    sts: Path | None = None
+    clustering: Path | None = None
+
+
+class Sources(_Strict):
+    wikipedia: WikipediaSource | None = None
+    xnli: XnliSource | None = None
+    bitext: list[BitextSource] = Field(default_factory=list)
+    eval: EvalSources = Field(default_factory=EvalSources)
+
+
+class Corpora(_Strict):
+    wikidata: WikidataSettings = Field(default_factory=WikidataSettings)
+    wiki: WikiSettings = Field(default_factory=WikiSettings)
+    xnli_groups: XnliSettings = Field(default_factory=XnliSettings)
+    bitext_pairs: BitextSettings = Field(default_factory=BitextSettings)
+    eval_sets: EvalSetsSettings = Field(default_factory=EvalSetsSettings)
+
+
+class Evaluation(_Strict):
+    tatoeba: TatoebaSettings | None = Field(default_factory=TatoebaSettings)
+
+
+class PipelineConfig(_Strict):
+    name: str
+    data_root: Path = Path("data")
+    sources: Sources
+    corpora: Corpora = Field(default_factory=Corpora)
+    tokenizer: TokenizerSettings = Field(default_factory=TokenizerSettings)
+    training: dict[str, TrainSettings] = Field(default_factory=dict)
+    evaluation: Evaluation = Field(default_factory=Evaluation)
+    report: ReportSettings = Field(default_factory=ReportSettings)
+
+
+class ConfigError(Exception):
+    """Invalid configuration; ``str()`` lists every problem, one per line."""
+
+
+def load_config(path: Path | str, data_root: Path | None = None) -> PipelineConfig:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    try:
+        raw = yaml.safe_load(text)
+        tree = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(raw).__name__}")
+    try:
+        cfg = PipelineConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError("\n".join(_describe(path, tree, e) for e in exc.errors())) from None
+    base = path.resolve().parent
+    cfg = _resolve_paths(cfg, base)
+    if data_root is not None:
+        cfg = cfg.model_copy(update={"data_root": Path(data_root).resolve()})
+    return cfg
+
+
+def _resolve_paths(obj: Any, base: Path) -> Any:
+    if isinstance(obj, Path):
+        return obj if obj.is_absolute() else (base / obj).resolve()
+    if isinstance(obj, BaseModel):
+        return obj.model_copy(update={k: _resolve_paths(getattr(obj, k), base) for k in type(obj).model_fields})
+    if isinstance(obj, dict):
+        return {k: _resolve_paths(v, base) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_resolve_paths(v, base) for v in obj]
+    return obj
+
+
+# -- error messages --------------------------------------------------------------------------------------------
+def _describe(path: Path, tree: yaml.Node | None, err: dict[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    dotted = ".".join(str(p) for p in loc) or "(top level)"
+    line = _line_of(tree, loc)
+    where = f"{path}:{line}" if line else str(path)
+    value = err.get("input")
+    if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        allowed = _allowed_keys(loc[:-1])
+        hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
+        return f"{where}: {dotted}: unknown key (value {value!r}){hint}"
+    if err["type"] == "missing":
+        return f"{where}: {dotted}: required key is missing"
+    return f"{where}: {dotted}: {err['msg'].rstrip('.')}; got {value!r}"
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if k.value == str(part):
+                    line = k.start_mark.line + 1
+                    node = v
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    tp: Any = PipelineConfig
+    for part in loc:
+        tp = _unwrap(tp)
+        origin = typing.get_origin(tp)
+        if origin is dict:
+            tp = typing.get_args(tp)[1]
+        elif origin in (list, tuple):
+            tp = typing.get_args(tp)[0]
+        elif isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
+            tp = tp.model_fields[part].annotation
+        elif dataclasses.is_dataclass(tp):
+            hints = typing.get_type_hints(tp)
+            if part not in hints:
+                return []
+            tp = hints[part]
+        else:
+            return []
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return list(tp.model_fields)
+    if dataclasses.is_dataclass(tp):
+        return [f.name for f in dataclasses.fields(tp)]
+    return []
+
+
+def _unwrap(tp: Any) -> Any:
+    """``X | None`` → ``X``."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp

@@ -1,0 +1,5 @@
+"""Encoders, objectives, the trainer and evaluation maths.
+
+Imports only torch, transformers, tokenizers, numpy and pyarrow (plus tqdm, which transformers brings), so a training
+node runs on a bare GPU machine. Stage functions return plain dicts ``{"tables": {...}, "stats": {...}}``.
+"""

@@ -1,0 +1,1 @@
+"""Evaluation maths (numpy) and evaluation stages."""

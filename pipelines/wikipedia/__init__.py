@@ -1,0 +1,1 @@
+"""Wikipedia dumps → pages, sentences and hyperlink-entity pairs (EASE's data)."""

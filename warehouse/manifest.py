@@ -1,0 +1,82 @@
+"""The artifact manifest: what a node produced, from what, and how to check it is intact."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from warehouse.hashing import hash_obj, sha256_file
+
+MANIFEST_NAME = "manifest.json"
+CATALOG_DIR = "_catalog"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Manifest:
+    stage: str
+    key: str
+    version: str
+    node: str
+    config: dict[str, Any]
+    inputs: dict[str, dict[str, Any]]
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tables: dict[str, str] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    content_hash: str = ""
+    created_at: str = ""
+    seconds: float = 0.0
+    run_id: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    format: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+    @classmethod
+    def load(cls, path: Path) -> Manifest:
+        data = json.loads(Path(path).read_text("utf-8"))
+        if data.get("format") != FORMAT_VERSION:
+            raise ValueError(f"{path}: manifest format {data.get('format')!r}, expected {FORMAT_VERSION}")
+        return cls(**data)
+
+
+def scan_files(root: Path) -> dict[str, dict[str, Any]]:
+    """Size, mtime and sha256 of every file below ``root`` except the manifest, keyed by POSIX relative path."""
+    out: dict[str, dict[str, Any]] = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            if rel == MANIFEST_NAME:
+                continue
+            st = p.stat()
+            out[rel] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256_file(p)}
+    return dict(sorted(out.items()))
+
+
+def content_hash(files: dict[str, dict[str, Any]]) -> str:
+    """Hash of the data files (catalog rows excluded: they carry timestamps, the data must not)."""
+    return hash_obj({k: v["sha256"] for k, v in files.items() if not k.startswith(CATALOG_DIR + "/")})
+
+
+def verify(root: Path, manifest: Manifest) -> str | None:
+    """Return None when every listed file is present and intact, else a reason naming the first bad file.
+
+    Fast path: a file whose size and mtime match the manifest is trusted; otherwise its sha256 is recomputed.
+    """
+    for rel, meta in manifest.files.items():
+        p = root / rel
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return f"file {rel} is missing"
+        if st.st_size != meta["size"]:
+            return f"file {rel} has {st.st_size} bytes, manifest says {meta['size']}"
+        if st.st_mtime_ns != meta["mtime_ns"] and sha256_file(p) != meta["sha256"]:
+            return f"file {rel} does not match its sha256 in the manifest"
+    return None
