@@ -15,10 +15,11 @@ import pyarrow.dataset as ds
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from models import stage_versions
 from models.settings import TokenizerSettings
 
 log = logging.getLogger("polysent.models.tokenizer")
-STAGE_VERSION = "1"
+STAGE_VERSION = stage_versions.TOKENIZER
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 TEXT_COLUMNS = ("text", "pivot_text")
 

@@ -21,13 +21,14 @@ import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
+from models import stage_versions
 from models.batching import PairSampler, load_groups
 from models.encoder import SentenceEncoder, pick_device
 from models.objectives import info_nce
 from models.settings import EncoderSettings, TrainSettings
 
 log = logging.getLogger("polysent.models.training")
-STAGE_VERSION = "1"
+STAGE_VERSION = stage_versions.TRAIN
 
 
 def lr_at(step: int, settings: TrainSettings) -> float:

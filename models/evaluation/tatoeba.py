@@ -8,12 +8,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from models import stage_versions
 from models.encoder import SentenceEncoder, pick_device
 from models.evaluation.retrieval import retrieval_accuracy
 from models.settings import TatoebaSettings
 
 log = logging.getLogger("polysent.models.evaluation")
-STAGE_VERSION = "1"
+STAGE_VERSION = stage_versions.EVALUATE_TATOEBA
 
 
 def evaluate_tatoeba(settings: TatoebaSettings, model_dir: Path, tatoeba: Path, out: Path,

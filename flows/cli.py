@@ -1,0 +1,203 @@
+"""``polysent`` command line: run, plan, validate, sql.
+
+Exit codes: 0 success, 1 a node failed, 2 invalid configuration or usage (nothing was run or written).
+Prefect is imported only by ``run`` (it costs seconds); ``plan``, ``validate`` and ``sql`` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+OFFLINE_ENV = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_LOGGING_EXTRA_LOGGERS": "polysent",
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+}
+
+
+def _setup_env() -> None:
+    os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
+    for k, v in OFFLINE_ENV.items():
+        os.environ.setdefault(k, v)
+
+
+def _setup_logging(verbose: bool) -> None:
+    from rich.console import Console
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=Console(stderr=True), show_path=False, markup=False, log_time_format="%H:%M:%S")
+    logger = logging.getLogger("polysent")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    logger.propagate = False
+
+
+def _load(args: argparse.Namespace):  # -> PipelineConfig | None
+    from flows.config import ConfigError, load_config
+
+    try:
+        return load_config(args.config, args.data_root)
+    except ConfigError as exc:
+        print(f"polysent: invalid configuration\n{exc}", file=sys.stderr)
+        return None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    if cfg is None:
+        return 2
+    from flows.dag import build_dag, topological
+
+    try:
+        nodes = build_dag(cfg)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"polysent: invalid configuration\n{args.config}: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.config}: valid; {len(nodes)} nodes: {', '.join(n.name for n in topological(nodes))}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    if cfg is None:
+        return 2
+    from rich.console import Console
+    from rich.table import Table
+
+    from flows.dag import build_dag
+    from flows.nodes import plan
+    from warehouse.artifacts import ArtifactStore
+    from warehouse.hashing import FileHashCache
+    from warehouse.layout import DataRoot
+
+    try:
+        nodes = build_dag(cfg)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"polysent: invalid configuration\n{args.config}: {exc}", file=sys.stderr)
+        return 2
+    root = DataRoot.at(cfg.data_root)
+    rows = plan(nodes, ArtifactStore(root), FileHashCache(root.file_hashes))
+    table = Table(title=f"plan for {cfg.name} (data root {root.root})")
+    for col in ("node", "stage", "key", "status", "detail"):
+        table.add_column(col, overflow="fold")
+    style = {"hit": "green", "miss": "yellow", "rebuild": "red", "blocked": "dim", "error": "red"}
+    for r in rows:
+        table.add_row(r.node, r.stage, (r.key or "-")[:20], f"[{style[r.status]}]{r.status}[/]", r.detail)
+    Console().print(table)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    if cfg is None:
+        return 2
+    from flows.dag import build_dag
+
+    try:
+        build_dag(cfg)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"polysent: invalid configuration\n{args.config}: {exc}", file=sys.stderr)
+        return 2
+    force = args.force or os.environ.get("FORCE", "").lower() in ("1", "true", "yes")
+    log = logging.getLogger("polysent")
+    try:
+        if args.executor == "local":
+            from flows.nodes import execute_local
+            from flows.run import run_pipeline, summary_dict
+
+            summary = summary_dict(run_pipeline(cfg, Path(args.config), execute_local, force=force))
+        else:
+            from flows.pipeline import polysent_pipeline
+
+            summary = polysent_pipeline(str(args.config), str(cfg.data_root), force)
+    except Exception as exc:  # a node failed: Prefect has logged the traceback
+        log.error("pipeline failed: %s: %s", type(exc).__name__, exc)
+        return 1
+    _print_summary(summary)
+    return 0
+
+
+def _print_summary(s: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"run {s['run_id']} — {s['seconds']:.1f}s")
+    for col in ("node", "outcome", "key", "artifact"):
+        table.add_column(col, overflow="fold")
+    for name, n in s["nodes"].items():
+        colour = "green" if n["outcome"] == "hit" else "yellow"
+        table.add_row(name, f"[{colour}]{n['outcome']}[/]", n["key"], n["path"])
+    console = Console()
+    console.print(table)
+    executed = s["executed"]
+    console.print(f"executed {len(executed)} node(s){': ' + ', '.join(executed) if executed else ' (all cache hits)'}")
+    if s.get("report"):
+        console.print(f"report:    {s['report']}")
+    console.print(f"warehouse: {s['data_root']}/warehouse.duckdb — query with: polysent sql \"SELECT ...\" "
+                  f"(views: {s['data_root']}/catalog/views.sql)")
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from warehouse.layout import DataRoot
+    from warehouse.shell import interactive, run_query
+
+    root_path = args.data_root or os.environ.get("POLYSENT_DATA_ROOT") or "data"
+    if args.config:
+        cfg = _load(args)
+        if cfg is None:
+            return 2
+        root_path = cfg.data_root
+    root = DataRoot.at(root_path)
+    if not root.root.exists():
+        print(f"polysent sql: no warehouse at {root.root} (run `polysent run CONFIG` first)", file=sys.stderr)
+        return 2
+    if args.query:
+        return run_query(root, args.query, args.format)
+    return interactive(root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    _setup_env()
+    p = argparse.ArgumentParser(prog="polysent", description="Multilingual sentence-embedding pipeline.")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def with_config(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("config", type=Path, help="pipeline YAML (e.g. configs/default.yaml)")
+        sp.add_argument("--data-root", type=Path, default=None, help="override the config's data_root")
+
+    r = sub.add_parser("run", help="run the pipeline (cached nodes are skipped)")
+    with_config(r)
+    r.add_argument("--force", action="store_true", help="rebuild every node (also: FORCE=1)")
+    r.add_argument("--executor", choices=("prefect", "local"), default="prefect",
+                   help="prefect (default) or local: the same DAG in-process without Prefect")
+    r.set_defaults(fn=cmd_run)
+    pl = sub.add_parser("plan", help="print the DAG with each node's cache key and hit/miss; runs nothing")
+    with_config(pl)
+    pl.set_defaults(fn=cmd_plan)
+    v = sub.add_parser("validate", help="check a config and its DAG; runs nothing")
+    with_config(v)
+    v.set_defaults(fn=cmd_validate)
+    s = sub.add_parser("sql", help="query the warehouse: one query, or an interactive shell without one")
+    s.add_argument("query", nargs="?")
+    s.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
+    s.add_argument("--config", type=Path, default=None, help="take the data root from this config")
+    s.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    s.set_defaults(fn=cmd_sql)
+    args = p.parse_args(argv)
+    _setup_logging(args.verbose)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

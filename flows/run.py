@@ -1,0 +1,102 @@
+"""One pipeline run: validate, set up the data root, execute the DAG, then publish run records and the warehouse.
+
+Used by the Prefect flow (``flows.pipeline``) and by ``--executor local``; both share this bookkeeping so the
+warehouse looks the same whichever ran it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from flows.config import PipelineConfig
+from flows.dag import Node, build_dag
+from flows.nodes import NodeResult, RunContext
+from warehouse.artifacts import ArtifactStore, Outcome
+from warehouse.atomic import write_bytes_atomic
+from warehouse.catalog import RunRecord, mark_dead_runs, prune_current, write_duckdb_file, write_run_nodes
+from warehouse.hashing import FileHashCache, hash_obj
+from warehouse.layout import DataRoot
+
+log = logging.getLogger("polysent.flows")
+
+Executor = Callable[[Mapping[str, Node], RunContext], dict[str, NodeResult]]
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    results: dict[str, NodeResult]
+    root: DataRoot
+    seconds: float
+    report: Path | None
+
+    @property
+    def executed(self) -> list[str]:
+        return [n for n, r in self.results.items() if r.outcome is not Outcome.HIT]
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, force: bool = False,
+                 run_id: str | None = None) -> RunSummary:
+    t0 = time.perf_counter()
+    nodes = build_dag(cfg)
+    root = DataRoot.at(cfg.data_root)
+    store = ArtifactStore(root)
+    store.sweep_tmp()
+    killed = mark_dead_runs(root)
+    if killed:
+        log.info("marked %d earlier run(s) whose process died as 'killed'", killed)
+    run_id = run_id or new_run_id()
+    record = RunRecord(run_id=run_id, pipeline=cfg.name, config_path=str(config_path),
+                       config_hash=hash_obj(cfg.model_dump(mode="json")),
+                       started_at=dt.datetime.now(dt.timezone.utc), nodes_total=len(nodes))
+    record.write(root)
+    hashes = FileHashCache(root.file_hashes)
+    ctx = RunContext(store=store, hashes=hashes, run_id=run_id, force=force)
+    try:
+        results = executor(nodes, ctx)
+    except BaseException:
+        record.status = "failed"
+        record.finished_at = dt.datetime.now(dt.timezone.utc)
+        record.seconds = time.perf_counter() - t0
+        record.write(root)
+        hashes.save()
+        raise
+    hashes.save()
+    write_run_nodes(root, run_id, [
+        {"node": r.node, "stage": r.ref.stage, "artifact_key": r.ref.key, "outcome": r.outcome.value,
+         "seconds": round(r.seconds, 3)} for r in results.values()])
+    prune_current(root, nodes)
+    report = None
+    if "report" in results:
+        src = results["report"].ref.path / "report.md"
+        report = root.reports / "latest.md"
+        write_bytes_atomic(report, src.read_bytes())
+        shutil.copyfile(report, root.reports / f"{cfg.name}.md.tmp")
+        (root.reports / f"{cfg.name}.md.tmp").replace(root.reports / f"{cfg.name}.md")
+    record.status = "completed"
+    record.finished_at = dt.datetime.now(dt.timezone.utc)
+    record.nodes_built = sum(r.outcome is not Outcome.HIT for r in results.values())
+    record.nodes_hit = sum(r.outcome is Outcome.HIT for r in results.values())
+    record.seconds = time.perf_counter() - t0
+    record.write(root)
+    write_duckdb_file(root)
+    return RunSummary(run_id, results, root, record.seconds, report)
+
+
+def summary_dict(s: RunSummary) -> dict:
+    """JSON-able summary of a run (the flow's return value)."""
+    return {"run_id": s.run_id, "seconds": round(s.seconds, 2), "executed": s.executed,
+            "data_root": str(s.root.root), "report": str(s.report) if s.report else None,
+            "nodes": {n: {"outcome": r.outcome.value, "key": r.ref.key[:20], "path": str(r.ref.path)}
+                      for n, r in s.results.items()}}

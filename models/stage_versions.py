@@ -1,0 +1,8 @@
+"""Code versions of the model stages, importable without torch (planning computes cache keys from them).
+
+Bump a stage's version whenever a change alters what it writes; its artifacts and everything downstream rebuild.
+"""
+
+TOKENIZER = "1"
+TRAIN = "1"
+EVALUATE_TATOEBA = "1"
