@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModel, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerBase
 
 from models.settings import EncoderSettings
 
@@ -120,7 +120,9 @@ class SentenceEncoder(nn.Module):
         else:
             raise ValueError(f"{path}/1_Pooling/config.json: only cls and mean pooling are supported")
         st = json.loads((path / "sentence_bert_config.json").read_text())
-        backbone = AutoModel.from_pretrained(str(path))
+        config = AutoConfig.from_pretrained(str(path))
+        extra = {"add_pooling_layer": False} if config.model_type in ("bert", "roberta", "xlm-roberta") else {}
+        backbone = AutoModel.from_pretrained(str(path), **extra)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         return cls(backbone, tokenizer, pooling, int(st["max_seq_length"])).to(device)
 

@@ -1,8 +1,14 @@
-"""Stage ``tokenizer``: train a WordPiece tokenizer on the pipeline's corpora with 🤗 ``tokenizers``.
+"""Stage ``tokenizer``: train a subword tokenizer on the pipeline's corpora with 🤗 ``tokenizers``.
 
-Normaliser NFKC (+ optional lowercasing; accents are kept), BERT pre-tokenisation (splits punctuation and CJK
-characters), ``[CLS] … [SEP]`` template. Saved with ``PreTrainedTokenizerFast`` (not ``BertTokenizerFast``, which
-would save ``do_lower_case: true`` and turn "Müller" into "mul ##ler").
+SentencePiece-style BPE (``▁`` metaspace pre-tokenisation, as XLM-R and mT5 tokenise), NFKC normalisation (+ optional
+lowercasing; accents kept), ``[CLS] … [SEP]`` template. Saved with ``PreTrainedTokenizerFast`` (not
+``BertTokenizerFast``, which would save ``do_lower_case: true`` and turn "Müller" into "mul ##ler").
+
+Why not WordPiece: ``WordPieceTrainer`` (and ``BpeTrainer`` with a ``##`` continuing-subword prefix, and
+``UnigramTrainer``) give a different vocabulary in every process — the ``##`` tokens get ids in hash-map order and
+those ids break ties between equally frequent merges (huggingface/tokenizers#1794, fix pending in #2066). A cached
+pipeline must rebuild identical artifacts, so we use the prefix-free BPE trainer, whose alphabet is sorted: the same
+texts give byte-identical ``tokenizer.json`` files (tested across processes).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyarrow.dataset as ds
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 from models import stage_versions
@@ -42,11 +48,12 @@ def iter_texts(tables: Mapping[str, Path], limit: int) -> Iterator[str]:
 
 def train_tokenizer(settings: TokenizerSettings, tables: Mapping[str, Path], out: Path) -> dict:
     norm = [normalizers.NFKC()] + ([normalizers.Lowercase()] if settings.lowercase else [])
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.normalizer = normalizers.Sequence(norm)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=settings.vocab_size, min_frequency=settings.min_frequency,
-                                        special_tokens=SPECIAL, show_progress=False)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=settings.vocab_size, min_frequency=settings.min_frequency,
+                                  special_tokens=SPECIAL, show_progress=False)
     texts = list(iter_texts(tables, settings.max_texts))
     texts.sort()  # fixed input order → identical vocabularies across runs
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
@@ -57,5 +64,5 @@ def train_tokenizer(settings: TokenizerSettings, tables: Mapping[str, Path], out
                                    sep_token="[SEP]", mask_token="[MASK]")
     target = out / "tokenizer"
     fast.save_pretrained(str(target))
-    log.info("trained a %d-entry WordPiece vocabulary on %d texts", tok.get_vocab_size(), len(texts))
+    log.info("trained a %d-entry BPE vocabulary on %d texts", tok.get_vocab_size(), len(texts))
     return {"tables": {}, "stats": {"vocab_size": tok.get_vocab_size(), "texts": len(texts)}}

@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from warehouse.atomic import publish_dir, write_text_atomic
 from warehouse.hashing import hash_obj
@@ -155,7 +155,9 @@ class ArtifactStore:
                 log.info("%s: cache hit %s (%s)", node, key[:12], ref.path)
                 return ref, Outcome.HIT, time.perf_counter() - t0
         lock = FileLock(str(self.root.lock_file(stage, key)))
-        if not lock.acquire(blocking=False):
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
             log.info("%s: another run is building %s; waiting for it", node, key[:12])
             lock.acquire()
         try:

@@ -9,7 +9,7 @@ written in Parquet parts of bounded size, partitioned by language (``lang=xx/par
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import polars as pl
@@ -18,7 +18,7 @@ from rich.progress import Progress
 
 from pipelines.wikipedia.dump_reader import read_dump
 from pipelines.wikipedia.sentences import sentence_spans
-from pipelines.wikipedia.wikitext import parse_wikitext
+from pipelines.wikipedia.wikitext import LinkSpan, parse_wikitext
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wiki")
@@ -85,7 +85,7 @@ def extract_dump(dump: Path, lang: str, settings: WikiSettings, out: Path, progr
         for p_idx, para in enumerate(parsed.paragraphs):
             links = sorted(para.links, key=lambda x: x.start)
             li = 0
-            for s, e in sentence_spans(para.text, lang):
+            for s, e in merge_across_links(sentence_spans(para.text, lang), links):
                 while li < len(links) and links[li].start < s:
                     li += 1
                 in_sent = []
@@ -118,6 +118,25 @@ def extract_dump(dump: Path, lang: str, settings: WikiSettings, out: Path, progr
              " %d sentences outside the length limits", dump, lang, counts["pages"], counts["redirects"],
              counts["sentences"], counts["links"], counts["skipped_other_namespace"], counts["dropped_sentences"])
     return counts
+
+
+def merge_across_links(spans: Iterable[tuple[int, int]], links: list[LinkSpan]) -> Iterator[tuple[int, int]]:
+    """Join consecutive sentences when a break falls strictly inside a link span.
+
+    ICU breaks after abbreviations such as "St." — inside ``[[St. Petersburg]]`` that would cut the surface of a link
+    in two and pair a half-name with the entity. A link span is atomic, so such breaks are dropped.
+    """
+    pending: tuple[int, int] | None = None
+    for s, e in spans:
+        if pending is not None:
+            s = pending[0]
+            pending = None
+        if any(ln.start < e < ln.end for ln in links):
+            pending = (s, e)
+            continue
+        yield s, e
+    if pending is not None:
+        yield pending
 
 
 def resolve_links(out: Path, langs: list[str], sitelinks: Path | None, max_hops: int) -> dict[str, int]:

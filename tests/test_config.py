@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, tiny_config_dict, write_config
+
+from flows.config import ConfigError, load_config
+
+
+def test_default_config_loads_and_resolves_paths_against_its_folder() -> None:
+    cfg = load_config(REPO / "configs" / "default.yaml")
+    assert cfg.data_root == REPO / "data"
+    assert cfg.sources.wikipedia.dumps["ru"] == REPO / "sample" / "wikipedia" / "ruwiki-sample.xml.bz2"
+    assert cfg.training["contrastive_tiny"].encoder.hidden_size == 128
+
+
+def test_unknown_key_names_path_line_and_allowed_keys(tmp_path: Path) -> None:
+    cfg = tiny_config_dict(tmp_path / "data")
+    cfg["corpora"]["bitext_pairs"]["quota_per_languag"] = 5
+    path = write_config(tmp_path / "c.yaml", cfg)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    msg = str(err.value)
+    assert "corpora.bitext_pairs.quota_per_languag: unknown key" in msg
+    assert "quota_per_language" in msg.split("expected one of:")[1]
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "quota_per_languag:" in t)
+    assert f"{path}:{line}:" in msg
+
+
+def test_unknown_key_inside_a_dataclass_section(tmp_path: Path) -> None:
+    cfg = tiny_config_dict(tmp_path / "data")
+    cfg["training"]["tiny"]["encoder"]["colour"] = "red"
+    with pytest.raises(ConfigError, match=r"training\.tiny\.encoder\.colour: unknown key \(value 'red'\)"):
+        load_config(write_config(tmp_path / "c.yaml", cfg))
+
+
+def test_wrong_type_names_value_and_expectation(tmp_path: Path) -> None:
+    cfg = tiny_config_dict(tmp_path / "data")
+    cfg["training"]["tiny"]["steps"] = "many"
+    with pytest.raises(ConfigError) as err:
+        load_config(write_config(tmp_path / "c.yaml", cfg))
+    assert "training.tiny.steps" in str(err.value)
+    assert "valid integer" in str(err.value)
+    assert "'many'" in str(err.value)
+
+
+def test_literal_choice_is_enforced(tmp_path: Path) -> None:
+    cfg = tiny_config_dict(tmp_path / "data")
+    cfg["training"]["tiny"]["encoder"]["pooling"] = "max"
+    with pytest.raises(ConfigError, match=r"training\.tiny\.encoder\.pooling: .*'mean' or 'cls'"):
+        load_config(write_config(tmp_path / "c.yaml", cfg))
+
+
+def test_cli_run_with_unknown_key_exits_2_and_writes_nothing(tmp_path: Path) -> None:
+    data_root = tmp_path / "data"
+    cfg = tiny_config_dict(data_root)
+    cfg["evaluation"]["tatoeba"]["batchsize"] = 8
+    path = write_config(tmp_path / "c.yaml", cfg)
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "run", str(path)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "evaluation.tatoeba.batchsize: unknown key" in proc.stderr
+    assert not data_root.exists()
+    assert not (tmp_path / ".prefect").exists()
+
+
+def test_training_data_must_be_produced(tmp_path: Path) -> None:
+    from flows.dag import build_dag
+
+    cfg = tiny_config_dict(tmp_path / "data")
+    cfg["sources"]["bitext"] = []
+    with pytest.raises(ValueError, match=r"training\.tiny\.data uses \['bitext_pairs'\]"):
+        build_dag(load_config(write_config(tmp_path / "c.yaml", cfg)))

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import bz2
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import SAMPLE
+
+from pipelines.wikidata import WikidataSettings, build_entities, iter_entities
+from pipelines.wikipedia.dump_reader import DumpFormatError, read_dump
+from pipelines.wikipedia.extract import WikiSettings, build_wiki
+from pipelines.wikipedia.sentences import sentence_spans, split_sentences
+from pipelines.wikipedia.wikitext import normalize_title, parse_wikitext
+
+DUMPS = {lang: SAMPLE / "wikipedia" / f"{lang}wiki-sample.xml.bz2" for lang in ("en", "de", "ru")}
+
+
+def test_wikitext_keeps_links_and_drops_markup() -> None:
+    text = (
+        "{{Infobox settlement\n| name = Berlin\n| image = [[File:B.jpg|thumb|The [[Spree]]]]\n}}\n"
+        "'''Berlin''' is the capital of [[Germany|German]]y and the [[berlin#History|largest city]] of the EU."
+        "<ref>{{cite web|url=https://example.org}}</ref> It lies on the [[Spree]]s.<!-- note --> "
+        "{{lang|de|Hallo}} there.\n\n== History ==\n[[Category:Capitals]][[de:Berlin]]Founded in 1237.\n"
+        '{| class="wikitable"\n| a || b\n|}\n'
+    )
+    page = parse_wikitext(text)
+    assert page.infoboxes == ["Infobox settlement"]
+    first, second = page.paragraphs
+    assert first.text == ("Berlin is the capital of Germany and the largest city of the EU. It lies on the Sprees. "
+                          "Hallo there.")
+    assert [(ln.target, ln.surface) for ln in first.links] == [
+        ("Germany", "Germany"), ("Berlin", "largest city"), ("Spree", "Sprees")]
+    assert all(first.text[ln.start:ln.end] == ln.surface for ln in first.links)
+    assert second.text == "Founded in 1237." and second.links == []
+
+
+def test_title_normalisation_matches_mediawiki() -> None:
+    assert normalize_title("new_york#History") == "New york"  # only the first letter
+    assert normalize_title("  ääkkönen  ") == "Ääkkönen"
+    assert normalize_title(":Category:X") == "Category:X"
+
+
+def test_icu_sentences_trim_whitespace_and_map_utf16_offsets() -> None:
+    text = "Первое предложение. Второе! 😀 Третье предложение?  "
+    spans = list(sentence_spans(text, "ru"))
+    assert [text[s:e] for s, e in spans] == ["Первое предложение.", "Второе!", "😀 Третье предложение?"]
+    assert split_sentences("Hello world. How are you?", "en") == ["Hello world.", "How are you?"]
+
+
+def test_dump_reader_streams_pages_and_namespaces() -> None:
+    site, pages = read_dump(DUMPS["de"])
+    pages = list(pages)
+    assert site.dbname == "dewiki" and site.lang == "de" and site.namespaces[14] == "Kategorie"
+    main = [p for p in pages if p.ns == 0 and p.redirect is None]
+    redirects = {p.title: p.redirect for p in pages if p.redirect}
+    assert len(main) >= 30
+    assert redirects["Bundesrepublik Deutschland"] == "Deutschland"
+    assert any(p.ns != 0 for p in pages)
+
+
+def test_dump_reader_error_names_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xml.bz2"
+    bad.write_bytes(bz2.compress(b"<html><body>not a dump</body></html>"))
+    with pytest.raises(DumpFormatError, match=str(bad)):
+        read_dump(bad)
+
+
+def test_wikidata_reader_accepts_dump_shape_and_reports_bad_line(tmp_path: Path) -> None:
+    ents = list(iter_entities(SAMPLE / "wikidata" / "entities.jsonl"))
+    assert {e["id"] for e in ents} >= {"Q64", "Q183", "Q515"}
+    bad = tmp_path / "w.json"
+    bad.write_text('[\n{"id": "Q1"},\n{broken\n]\n')
+    with pytest.raises(ValueError, match=rf"{bad}:3: not a JSON entity"):
+        list(iter_entities(bad))
+
+
+@pytest.fixture(scope="module")
+def wiki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wiki")
+    ents = out / "entities"
+    ents.mkdir()
+    build_entities(WikidataSettings(), SAMPLE / "wikidata" / "entities.jsonl", ents)
+    build_wiki(WikiSettings(), DUMPS, out, ents)
+    return out
+
+
+def test_extraction_resolves_redirects_and_shares_entities_across_languages(wiki: Path) -> None:
+    links = pl.read_parquet(wiki / "wiki_links")
+    via_redirect = links.filter((pl.col("lang") == "ru") & (pl.col("target") == "ФРГ"))
+    assert via_redirect.height >= 1
+    assert set(via_redirect["target_resolved"]) == {"Германия"} and set(via_redirect["qid"]) == {"Q183"}
+    # the same QID is linked from all three languages
+    per_lang = links.filter(pl.col("qid") == "Q183").group_by("lang").len()
+    assert set(per_lang["lang"]) == {"en", "de", "ru"}
+    # links outside Wikidata stay language-keyed
+    unknown = links.filter(pl.col("qid").is_null())
+    assert unknown.height > 0 and unknown["entity"].str.contains(":").all()
+
+
+def test_every_link_points_into_its_sentence(wiki: Path) -> None:
+    sents = pl.read_parquet(wiki / "wiki_sentences")
+    links = pl.read_parquet(wiki / "wiki_links")
+    joined = links.join(sents, on=["lang", "page_id", "sent_id"])
+    assert joined.height == links.height
+    assert joined.select((pl.col("text").str.slice(pl.col("start"), pl.col("end") - pl.col("start"))
+                          == pl.col("surface")).all()).item()
+    pages = pl.read_parquet(wiki / "wiki_pages")
+    assert pages.filter(~pl.col("is_redirect")).group_by("lang").len()["len"].min() >= 30
+    ru_infobox = pages.filter((pl.col("lang") == "ru") & (pl.col("title") == "Берлин"))["infoboxes"][0].to_list()
+    assert ru_infobox == ["Город"]
+
+
+def test_no_sentence_break_inside_a_link() -> None:
+    from pipelines.wikipedia.extract import merge_across_links
+    from pipelines.wikipedia.wikitext import parse_wikitext
+
+    para = parse_wikitext("He moved to [[Saint Petersburg|St. Petersburg]] in 1830. Then he wrote.").paragraphs[0]
+    spans = list(merge_across_links(sentence_spans(para.text, "en"), para.links))
+    assert [para.text[s:e] for s, e in spans] == ["He moved to St. Petersburg in 1830.", "Then he wrote."]
