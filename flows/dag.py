@@ -162,7 +162,8 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
 
             return _result(train_tokenizer(cfg.tokenizer, {t: up[t].table_path(t) for t in up}, out))
 
-        add(Node("tokenizer", "tokenizer", stage_versions.TOKENIZER, canonical(cfg.tokenizer), run_tokenizer, deps=tok_inputs))
+        add(Node("tokenizer", "tokenizer", stage_versions.TOKENIZER, canonical(cfg.tokenizer), run_tokenizer,
+                 deps=tok_inputs))
 
     evaluations: dict[str, str] = {}
     for run_name, ts in sorted(cfg.training.items()):
@@ -177,7 +178,8 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
             tables = {t: up[t].table_path(t) for t in ts.data}
             return _result(train(ts, tables, up["tokenizer"].path / "tokenizer", out, run_name))
 
-        add(Node(f"train.{run_name}", "train", stage_versions.TRAIN, {"run": run_name, "settings": canonical(ts)}, run_train,
+        add(Node(f"train.{run_name}", "train", stage_versions.TRAIN, {"run": run_name, "settings": canonical(ts)},
+                 run_train,
                  deps={"tokenizer": "tokenizer", **{t: t for t in ts.data}}))
         if cfg.evaluation.tatoeba is not None and ev.tatoeba is not None:
             tset = cfg.evaluation.tatoeba
@@ -191,7 +193,8 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
                                                 up["model"].key))
 
             name = f"evaluate_tatoeba.{run_name}"
-            add(Node(name, "evaluate_tatoeba", stage_versions.EVALUATE_TATOEBA, {"run": run_name, "settings": canonical(tset)}, run_tatoeba,
+            add(Node(name, "evaluate_tatoeba", stage_versions.EVALUATE_TATOEBA,
+                     {"run": run_name, "settings": canonical(tset)}, run_tatoeba,
                      deps={"model": f"train.{run_name}", "eval_sets": "eval_sets"}))
             evaluations[name] = name
 

@@ -43,7 +43,7 @@ class RunSummary:
 
 
 def new_run_id() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
 def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, force: bool = False,
@@ -59,7 +59,7 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
     run_id = run_id or new_run_id()
     record = RunRecord(run_id=run_id, pipeline=cfg.name, config_path=str(config_path),
                        config_hash=hash_obj(cfg.model_dump(mode="json")),
-                       started_at=dt.datetime.now(dt.timezone.utc), nodes_total=len(nodes))
+                       started_at=dt.datetime.now(dt.UTC), nodes_total=len(nodes))
     record.write(root)
     hashes = FileHashCache(root.file_hashes)
     ctx = RunContext(store=store, hashes=hashes, run_id=run_id, force=force)
@@ -67,7 +67,7 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
         results = executor(nodes, ctx)
     except BaseException:
         record.status = "failed"
-        record.finished_at = dt.datetime.now(dt.timezone.utc)
+        record.finished_at = dt.datetime.now(dt.UTC)
         record.seconds = time.perf_counter() - t0
         record.write(root)
         hashes.save()
@@ -85,7 +85,7 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
         shutil.copyfile(report, root.reports / f"{cfg.name}.md.tmp")
         (root.reports / f"{cfg.name}.md.tmp").replace(root.reports / f"{cfg.name}.md")
     record.status = "completed"
-    record.finished_at = dt.datetime.now(dt.timezone.utc)
+    record.finished_at = dt.datetime.now(dt.UTC)
     record.nodes_built = sum(r.outcome is not Outcome.HIT for r in results.values())
     record.nodes_hit = sum(r.outcome is Outcome.HIT for r in results.values())
     record.seconds = time.perf_counter() - t0

@@ -1,8 +1,8 @@
 """Sentence encoder = a 🤗 transformer + pooling, saved in sentence-transformers' folder format.
 
 ``SentenceEncoder.save(path)`` writes what ``SentenceTransformer(path)`` loads (``modules.json``,
-``sentence_bert_config.json``, ``1_Pooling/config.json`` and the backbone's ``save_pretrained`` files in the root), without
-importing sentence-transformers; ``SentenceEncoder.load`` reads the same layout back.
+``sentence_bert_config.json``, ``1_Pooling/config.json`` and the backbone's ``save_pretrained`` files in the root),
+without importing sentence-transformers; ``SentenceEncoder.load`` reads the same layout back.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_xnli_bad_line_names_file_and_line(tmp_path: Path) -> None:
 def test_bitext_reader_copes_with_crlf_and_bom() -> None:
     en, fr = read_moses(SAMPLE / "bitext" / "en-fr.en", SAMPLE / "bitext" / "en-fr.fr")
     assert len(en) == len(fr) and not any("\r" in x for x in en)
-    es, fr2 = read_moses(SAMPLE / "bitext" / "es-fr.es", SAMPLE / "bitext" / "es-fr.fr")
+    _es, fr2 = read_moses(SAMPLE / "bitext" / "es-fr.es", SAMPLE / "bitext" / "es-fr.fr")
     assert not fr2[0].startswith("\ufeff")
 
 

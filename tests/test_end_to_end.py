@@ -65,7 +65,7 @@ def test_report_lists_corpora_and_metrics(reference: tuple[Path, Path]) -> None:
 
 
 def test_kill_during_training_then_rerun(reference: tuple[Path, Path], tmp_path: Path) -> None:
-    ref_path, ref_root = reference
+    _ref_path, ref_root = reference
     data_root = tmp_path / "data"
     path = write_config(tmp_path / "tiny.yaml", tiny_config_dict(data_root, steps=150))
     proc = subprocess.Popen([sys.executable, "-m", "flows.cli", "run", str(path)], cwd=REPO,

@@ -47,13 +47,12 @@ def test_retrieval_accuracy_both_directions_ties_to_lowest_index() -> None:
 
 def test_encoder_round_trips_through_sentence_transformers(tmp_path: Path) -> None:
     st = pytest.importorskip("sentence_transformers")
+    import polars as pl
     from conftest import SAMPLE
 
     from models.encoder import SentenceEncoder
     from models.settings import EncoderSettings, TokenizerSettings
     from models.tokenizer import train_tokenizer
-
-    import polars as pl
 
     (tmp_path / "tok").mkdir()
 

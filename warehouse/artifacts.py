@@ -14,6 +14,7 @@ A missing or corrupted artifact is logged with the reason and rebuilt.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -23,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ class ArtifactRef:
         return self.path / self.tables[table]
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     HIT = "hit"
     BUILT = "built"
     REBUILT = "rebuilt"
@@ -83,10 +84,8 @@ def parquet_rows(path: Path) -> int:
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for pkg in _VERSIONED_PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            pass
     return out
 
 
@@ -191,7 +190,7 @@ class ArtifactStore:
         self.root.tmp.mkdir(parents=True, exist_ok=True)
         tmp = self.root.tmp / f"{stage}-{key[:12]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         tmp.mkdir()
-        started = dt.datetime.now(dt.timezone.utc)
+        started = dt.datetime.now(dt.UTC)
         t0 = time.perf_counter()
         try:
             log.info("%s: building %s into %s", node, key[:12], tmp)

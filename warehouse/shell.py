@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import duckdb
@@ -36,10 +37,8 @@ def run_query(root: DataRoot, sql: str, fmt: str = "table", max_rows: int = 1000
 
 
 def interactive(root: DataRoot) -> int:  # pragma: no cover - exercised by hand (tmux)
-    try:
+    with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history)
-    except ImportError:
-        pass
     con = connect(root)
     print(f"polysent warehouse at {root.root} (in-memory views, no lock). {HELP}")
     buf: list[str] = []

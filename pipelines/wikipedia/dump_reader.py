@@ -59,10 +59,7 @@ def read_dump(path: Path) -> tuple[SiteInfo, Iterator[Page]]:
     try:
         for event, elem in events:
             if event == "start" and _local(elem.tag) == "mediawiki":
-                if "}" not in elem.tag:
-                    ns_uri = ""
-                else:
-                    ns_uri = elem.tag[1:].split("}")[0]
+                ns_uri = "" if "}" not in elem.tag else elem.tag[1:].split("}")[0]
                 continue
             if event == "end" and _local(elem.tag) == "siteinfo":
                 siteinfo = _siteinfo(elem, ns_uri)

@@ -152,7 +152,8 @@ def resolve_links(out: Path, langs: list[str], sitelinks: Path | None, max_hops:
         for _ in range(max_hops):
             resolved = resolved.join(redirects, left_on="target_resolved", right_on="title", how="left").with_columns(
                 pl.coalesce("redirect_to", "target_resolved").alias("target_resolved")).drop("redirect_to")
-        articles = pages.filter(~pl.col("is_redirect")).select(pl.col("title"), pl.col("page_id").alias("target_page_id"))
+        articles = pages.filter(~pl.col("is_redirect")).select(
+            pl.col("title"), pl.col("page_id").alias("target_page_id"))
         resolved = resolved.join(articles, left_on="target_resolved", right_on="title", how="left")
         if qids is not None:
             q = qids.filter(pl.col("lang") == lang).select("title", "qid")
