@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     from warehouse.layout import DataRoot
 
     root = DataRoot.at(cfg.data_root)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     table = pa.table({
         "benchmark": [r[0] for r in rows], "anchor": [r[1] for r in rows],
         "anchor_seconds": [r[2] for r in rows], "polysent_seconds": [r[3] for r in rows],

@@ -76,7 +76,11 @@ def test_kill_during_training_then_rerun(reference: tuple[Path, Path], tmp_path:
             assert proc.poll() is None, "run ended before training started"
             time.sleep(0.1)
         assert list((data_root / "tmp").glob("train-*")), "training never started"
-        time.sleep(1.0)
+        # the warehouse answers while the pipeline is running (no DuckDB lock)
+        during = polysent("sql", "--data-root", str(data_root), "--format", "csv",
+                          "select count(distinct lang) as n from xnli_groups")
+        assert during.returncode == 0 and during.stdout.split() == ["n", "5"], during.stderr
+        assert proc.poll() is None, "the run should still be training"
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -97,3 +101,12 @@ def test_kill_during_training_then_rerun(reference: tuple[Path, Path], tmp_path:
     assert contents(data_root) == contents(ref_root)
     runs = pq.read_table(list((data_root / "runs").glob("*.run.parquet"))).to_pylist()
     assert sorted(r["status"] for r in runs) == ["completed", "killed"]
+
+
+def test_interactive_shell_reads_statements_and_meta_commands(reference: tuple[Path, Path]) -> None:
+    _, data_root = reference
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "sql", "--data-root", str(data_root)], cwd=REPO,
+                          input=".tables\nselect count(*) as groups\n  from xnli_groups where lang = 'en';\n.quit\n",
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "wiki_links" in proc.stdout and "groups" in proc.stdout and "288" in proc.stdout
