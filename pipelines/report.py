@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from warehouse.artifacts import StageResult
 
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: no timestamp in report.md
 
 
 class ReportSettings(BaseModel):
