@@ -52,39 +52,44 @@ def _load(args: argparse.Namespace):  # -> PipelineConfig | None
         return None
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
+def _load_dag(args: argparse.Namespace):  # -> tuple[PipelineConfig, dict[str, Node]] | None
+    """The config and its DAG, or None after printing why (both are configuration errors: exit 2)."""
     cfg = _load(args)
     if cfg is None:
-        return 2
-    from flows.dag import build_dag, topological
+        return None
+    from flows.dag import build_dag
 
     try:
-        nodes = build_dag(cfg)
+        return cfg, build_dag(cfg)
     except (ValueError, FileNotFoundError) as exc:
         print(f"polysent: invalid configuration\n{args.config}: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    loaded = _load_dag(args)
+    if loaded is None:
         return 2
+    _cfg, nodes = loaded
+    from flows.dag import topological
+
     print(f"{args.config}: valid; {len(nodes)} nodes: {', '.join(n.name for n in topological(nodes))}")
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    cfg = _load(args)
-    if cfg is None:
+    loaded = _load_dag(args)
+    if loaded is None:
         return 2
+    cfg, nodes = loaded
     from rich.console import Console
     from rich.table import Table
 
-    from flows.dag import build_dag
     from flows.nodes import plan
     from warehouse.artifacts import ArtifactStore
     from warehouse.hashing import FileHashCache
     from warehouse.layout import DataRoot
 
-    try:
-        nodes = build_dag(cfg)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"polysent: invalid configuration\n{args.config}: {exc}", file=sys.stderr)
-        return 2
     root = DataRoot.at(cfg.data_root)
     rows = plan(nodes, ArtifactStore(root), FileHashCache(root.file_hashes))
     table = Table(title=f"plan for {cfg.name} (data root {root.root})")
@@ -98,16 +103,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    cfg = _load(args)
-    if cfg is None:
+    loaded = _load_dag(args)
+    if loaded is None:
         return 2
-    from flows.dag import build_dag
-
-    try:
-        build_dag(cfg)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"polysent: invalid configuration\n{args.config}: {exc}", file=sys.stderr)
-        return 2
+    cfg, _nodes = loaded
     force = args.force or os.environ.get("FORCE", "").lower() in ("1", "true", "yes")
     log = logging.getLogger("polysent")
     try:

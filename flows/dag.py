@@ -155,7 +155,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
                  files=files))
 
     if cfg.training:
-        tok_inputs = {name: node for name, node in corpus_tables.items()}
+        tok_inputs = dict(corpus_tables)
 
         def run_tokenizer(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
             from models.tokenizer import train_tokenizer

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from flows.dag import Node, topological
@@ -110,7 +109,3 @@ def plan(nodes: Mapping[str, Node], store: ArtifactStore, hashes: FileHashCache)
         else:
             rows.append(PlanRow(node.name, node.stage, key, "miss", str(store.root.artifact_dir(node.stage, key))))
     return rows
-
-
-def default_data_root(cfg_root: Path | None) -> Path:
-    return cfg_root if cfg_root is not None else Path("data").resolve()

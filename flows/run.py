@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -79,11 +78,10 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
     prune_current(root, nodes)
     report = None
     if "report" in results:
-        src = results["report"].ref.path / "report.md"
+        text = (results["report"].ref.path / "report.md").read_bytes()
         report = root.reports / "latest.md"
-        write_bytes_atomic(report, src.read_bytes())
-        shutil.copyfile(report, root.reports / f"{cfg.name}.md.tmp")
-        (root.reports / f"{cfg.name}.md.tmp").replace(root.reports / f"{cfg.name}.md")
+        write_bytes_atomic(report, text)
+        write_bytes_atomic(root.reports / f"{cfg.name}.md", text)
     record.status = "completed"
     record.finished_at = dt.datetime.now(dt.UTC)
     record.nodes_built = sum(r.outcome is not Outcome.HIT for r in results.values())

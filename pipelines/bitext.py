@@ -88,41 +88,33 @@ def build_pairs(settings: BitextSettings, sources: list[dict], out: Path) -> Sta
     )
     con = duckdb.connect()
     con.register("pairs", pairs.to_arrow())
-    q = f"""
-    WITH lengths AS (
-        SELECT *, length(pivot_text) AS lp, length(text) AS lx FROM pairs
-    ), length_ok AS (
-        SELECT * FROM lengths
-        WHERE lp BETWEEN {settings.min_chars} AND {settings.max_chars}
-          AND lx BETWEEN {settings.min_chars} AND {settings.max_chars}
-          AND greatest(lp, lx) <= {settings.max_length_ratio} * least(lp, lx)
-    ), dedup AS (
-        SELECT * FROM length_ok
-        QUALIFY row_number() OVER (PARTITION BY pivot_lang, lang, pivot_norm, norm ORDER BY source, line) = 1
-    ), ranked AS (
-        SELECT *, md5('{settings.seed}' || chr(31) || pivot_lang || chr(31) || lang || chr(31) || pivot_text
-                      || chr(31) || text) AS h
+    con.sql(f"""
+        CREATE TEMP TABLE length_ok AS SELECT * FROM pairs
+        WHERE length(pivot_text) BETWEEN {settings.min_chars} AND {settings.max_chars}
+          AND length(text) BETWEEN {settings.min_chars} AND {settings.max_chars}
+          AND greatest(length(pivot_text), length(text))
+              <= {settings.max_length_ratio} * least(length(pivot_text), length(text))""")
+    con.sql("""
+        CREATE TEMP TABLE dedup AS SELECT * FROM length_ok
+        QUALIFY row_number() OVER (PARTITION BY pivot_lang, lang, pivot_norm, norm ORDER BY source, line) = 1""")
+    ((n_length_ok, n_dedup),) = con.sql(
+        "SELECT (SELECT count(*) FROM length_ok), (SELECT count(*) FROM dedup)").fetchall()
+    stats["dropped_length"] = pairs.height - n_length_ok
+    stats["dropped_duplicate"] = n_length_ok - n_dedup
+    selected = con.sql(f"""
+        SELECT md5('{settings.seed}' || chr(31) || pivot_lang || chr(31) || lang || chr(31) || pivot_text
+                   || chr(31) || text) AS pair_id,
+               pivot_lang, lang, pivot_text, text, source, line
         FROM dedup
-    )
-    SELECT h AS pair_id, pivot_lang, lang, pivot_text, text, source, line,
-           (SELECT count(*) FROM lengths) - (SELECT count(*) FROM length_ok) AS _dropped_length,
-           (SELECT count(*) FROM length_ok) - (SELECT count(*) FROM dedup) AS _dropped_duplicate
-    FROM ranked
-    QUALIFY row_number() OVER (PARTITION BY pivot_lang, lang ORDER BY h) <= {settings.quota_per_language}
-    ORDER BY pivot_lang, lang, h
-    """
-    selected = con.sql(q).pl()
+        QUALIFY row_number() OVER (PARTITION BY pivot_lang, lang ORDER BY pair_id) <= {settings.quota_per_language}
+        ORDER BY pivot_lang, lang, pair_id""").pl()
     con.close()
-    if selected.height:
-        stats["dropped_length"] = int(selected["_dropped_length"][0])
-        stats["dropped_duplicate"] = int(selected["_dropped_duplicate"][0])
-    selected = selected.drop("_dropped_length", "_dropped_duplicate")
     stats["kept"] = selected.height
     (out / "bitext_pairs").mkdir()
     for (lang,), df in selected.partition_by("lang", as_dict=True, maintain_order=True).items():
         d = out / "bitext_pairs" / f"lang={lang}"
         d.mkdir()
         df.drop("lang").write_parquet(d / "part-00000.parquet")
-    log.info("bitext: read %d pairs, dropped %d blank, %s by length, %s duplicates; kept %d", stats["read"],
-             stats["blank"], stats.get("dropped_length", 0), stats.get("dropped_duplicate", 0), stats["kept"])
+    log.info("bitext: read %d pairs, dropped %d blank, %d by length, %d duplicates; kept %d", stats["read"],
+             stats["blank"], stats["dropped_length"], stats["dropped_duplicate"], stats["kept"])
     return StageResult(tables={"bitext_pairs": "bitext_pairs"}, stats=stats)

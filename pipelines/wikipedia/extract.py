@@ -9,6 +9,7 @@ written in Parquet parts of bounded size, partitioned by language (``lang=xx/par
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
@@ -18,11 +19,11 @@ from rich.progress import Progress
 
 from pipelines.wikipedia.dump_reader import read_dump
 from pipelines.wikipedia.sentences import sentence_spans
-from pipelines.wikipedia.wikitext import LinkSpan, parse_wikitext
+from pipelines.wikipedia.wikitext import LinkSpan, normalize_title, parse_wikitext
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wiki")
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: inline text templates keep their last positional parameter
 
 PAGE_SCHEMA = {"page_id": pl.Int64, "title": pl.Utf8, "is_redirect": pl.Boolean, "redirect_to": pl.Utf8,
                "infoboxes": pl.List(pl.Utf8), "n_sentences": pl.Int32}
@@ -146,7 +147,7 @@ def resolve_links(out: Path, langs: list[str], sitelinks: Path | None, max_hops:
     for lang in langs:
         pages = pl.read_parquet(out / "wiki_pages" / f"lang={lang}")
         redirects = pages.filter(pl.col("is_redirect")).select(
-            pl.col("title"), pl.col("redirect_to").map_elements(_norm, return_dtype=pl.Utf8))
+            pl.col("title"), pl.col("redirect_to").map_elements(normalize_title, return_dtype=pl.Utf8))
         raw = pl.read_parquet(out / "wiki_links_raw" / f"lang={lang}")
         resolved = raw.with_columns(pl.col("target").alias("target_resolved"))
         for _ in range(max_hops):
@@ -171,12 +172,6 @@ def resolve_links(out: Path, langs: list[str], sitelinks: Path | None, max_hops:
     return stats
 
 
-def _norm(t: str) -> str:
-    from pipelines.wikipedia.wikitext import normalize_title
-
-    return normalize_title(t)
-
-
 def build_wiki(settings: WikiSettings, dumps: Mapping[str, Path], out: Path,
                entities: Path | None = None) -> StageResult:
     """Stage entry point. ``dumps`` maps a language code to its dump file; ``entities`` is a wikidata artifact."""
@@ -186,8 +181,6 @@ def build_wiki(settings: WikiSettings, dumps: Mapping[str, Path], out: Path,
             stats[lang] = extract_dump(Path(dump), lang, settings, out, progress)
     sitelinks = entities / "entity_sitelinks.parquet" if entities else None
     link_stats = resolve_links(out, sorted(dumps), sitelinks, settings.max_redirect_hops)
-    import shutil
-
     shutil.rmtree(out / "wiki_links_raw")
     return StageResult(
         tables={"wiki_pages": "wiki_pages", "wiki_sentences": "wiki_sentences", "wiki_links": "wiki_links"},

@@ -41,6 +41,7 @@ _LIST = re.compile(r"^[*#:;]+\s*", re.M)
 _MAGIC = re.compile(r"__[A-ZА-Я]+__")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 _TRAIL = re.compile(r"[^\W\d_]+")
+_NAMED = re.compile(r"\s*[\w-]+\s*=")
 
 
 @dataclass(frozen=True)
@@ -158,10 +159,8 @@ def _strip_templates(text: str, infoboxes: list[str]) -> str:
         if lname.startswith(INFOBOX_HINTS) or (multiline and ("infobox" in lname or j == 0 or text[j - 1] == "\n")):
             if name and not name.startswith("#"):
                 infoboxes.append(name[:1].upper() + name[1:])
-        elif lname in INLINE_KEEP_LAST and len(params) > 1:
-            out.append(_strip_templates(params[-1].split("=", 1)[-1] if "=" in params[-1] and
-                                        params[-1].split("=", 1)[0].strip().isalpha() and
-                                        len(params) > 2 else params[-1], infoboxes))
+        elif lname in INLINE_KEEP_LAST and (positional := [p for p in params[1:] if not _NAMED.match(p)]):
+            out.append(_strip_templates(positional[-1], infoboxes))
         elif lname == "convert" and len(params) >= 3:
             out.append(f"{params[1].strip()} {params[2].strip()}")
         i = end
