@@ -19,7 +19,7 @@ from flows.dag import Node, build_dag
 from flows.nodes import NodeResult, RunContext
 from warehouse.artifacts import ArtifactStore, Outcome
 from warehouse.atomic import write_bytes_atomic
-from warehouse.catalog import RunRecord, mark_dead_runs, prune_current, write_duckdb_file, write_run_nodes
+from warehouse.catalog import RunRecord, mark_dead_runs, set_current, write_duckdb_file, write_run_nodes
 from warehouse.hashing import FileHashCache, hash_obj
 from warehouse.layout import DataRoot
 
@@ -75,7 +75,7 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
     write_run_nodes(root, run_id, [
         {"node": r.node, "stage": r.ref.stage, "artifact_key": r.ref.key, "outcome": r.outcome.value,
          "seconds": round(r.seconds, 3)} for r in results.values()])
-    prune_current(root, nodes)
+    set_current(root, {name: r.ref for name, r in results.items()})
     report = None
     if "report" in results:
         text = (results["report"].ref.path / "report.md").read_bytes()

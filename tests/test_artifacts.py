@@ -151,3 +151,20 @@ def test_sweep_removes_partial_folders_of_dead_runs(store: ArtifactStore) -> Non
     (dead / "model.safetensors").write_text("partial")
     assert store.sweep_tmp() == [dead]
     assert not dead.exists()
+
+
+def test_concurrent_catalog_updates_lose_no_node(tmp_path: Path) -> None:
+    """Nodes finishing at once (Prefect worker threads) must all end up in the views."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from warehouse.catalog import load_current, record_current
+
+    store = ArtifactStore(DataRoot.at(tmp_path / "data"))
+    refs = []
+    for i in range(12):
+        ref, _, _ = store.materialize(node=f"n{i}", stage="s", version="1", config={"i": i},
+                                      inputs={"f": {"sha256": "abc"}}, build=_stage([], i))
+        refs.append(ref)
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda i: record_current(store.root, f"n{i}", refs[i]), range(12)))
+    assert sorted(load_current(store.root)) == sorted(f"n{i}" for i in range(12))

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from filelock import FileLock
 
 from warehouse.artifacts import ArtifactRef
 from warehouse.atomic import atomic_path, write_text_atomic
@@ -51,19 +52,31 @@ def load_current(root: DataRoot) -> dict[str, dict[str, Any]]:
         return {}
 
 
+def _entry(ref: ArtifactRef) -> dict[str, Any]:
+    return {"stage": ref.stage, "key": ref.key, "path": str(ref.path), "tables": ref.tables}
+
+
+def _write_current(root: DataRoot, current: Mapping[str, Mapping[str, Any]]) -> None:
+    write_text_atomic(root.current, json.dumps(current, indent=2, sort_keys=True, ensure_ascii=False))
+    write_views(root, current)
+
+
 def record_current(root: DataRoot, node: str, ref: ArtifactRef) -> None:
-    """Point the tables of ``node`` at ``ref`` and rewrite the views (atomically)."""
-    current = load_current(root)
-    current[node] = {"stage": ref.stage, "key": ref.key, "path": str(ref.path), "tables": ref.tables}
-    write_text_atomic(root.current, json.dumps(current, indent=2, sort_keys=True, ensure_ascii=False))
-    write_views(root, current)
+    """Point the tables of ``node`` at ``ref`` and rewrite the views.
+
+    Nodes finish concurrently (task threads, overlapping runs): the read-modify-write of ``current.json`` runs under a
+    file lock so no update is lost.
+    """
+    with FileLock(str(root.catalog / "current.lock")):
+        current = load_current(root)
+        current[node] = _entry(ref)
+        _write_current(root, current)
 
 
-def prune_current(root: DataRoot, keep_nodes: Iterable[str]) -> None:
-    keep = set(keep_nodes)
-    current = {k: v for k, v in load_current(root).items() if k in keep}
-    write_text_atomic(root.current, json.dumps(current, indent=2, sort_keys=True, ensure_ascii=False))
-    write_views(root, current)
+def set_current(root: DataRoot, refs: Mapping[str, ArtifactRef]) -> None:
+    """At the end of a run: the views show exactly this run's nodes."""
+    with FileLock(str(root.catalog / "current.lock")):
+        _write_current(root, {node: _entry(ref) for node, ref in refs.items()})
 
 
 # -- views ------------------------------------------------------------------------------------------------------
