@@ -14,15 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError
 
 from models.settings import TatoebaSettings, TokenizerSettings, TrainSettings
 from pipelines.benchmarks import EvalSetsSettings
-from pipelines.bitext import BitextSettings
+from pipelines.bitext.sampling import BitextSettings
+from pipelines.bitext.sources import BitextSource
+from pipelines.leakage import LeakageSettings
+from pipelines.nli.sources import NliFileSource
+from pipelines.nli.triples import NliTripleSettings
 from pipelines.report import ReportSettings
 from pipelines.wikidata import WikidataSettings
 from pipelines.wikipedia.extract import WikiSettings
-from pipelines.xnli import XnliSettings
+from pipelines.xnli.groups import XnliSettings
+from pipelines.xnli.sources import XnliSource
 
 
 class _Strict(BaseModel):
@@ -32,17 +37,6 @@ class _Strict(BaseModel):
 class WikipediaSource(_Strict):
     dumps: dict[str, Path] = Field(description="language code → pages-articles dump (.xml, .xml.bz2, .xml.gz)")
     wikidata: Path | None = Field(None, description="Wikidata JSON dump or fragment (one entity per line)")
-
-
-class XnliSource(_Strict):
-    dir: Path = Field(description="folder with {split}-{lang}.tsv files (XTREME layout)")
-
-
-class BitextSource(_Strict):
-    src: str
-    tgt: str
-    src_file: Path
-    tgt_file: Path
 
 
 class EvalSources(_Strict):
@@ -55,6 +49,7 @@ class Sources(_Strict):
     wikipedia: WikipediaSource | None = None
     xnli: XnliSource | None = None
     bitext: list[BitextSource] = Field(default_factory=list)
+    nli: list[NliFileSource] = Field(default_factory=list, description="English NLI files for nli_triples")
     eval: EvalSources = Field(default_factory=EvalSources)
 
 
@@ -62,7 +57,9 @@ class Corpora(_Strict):
     wikidata: WikidataSettings = Field(default_factory=WikidataSettings)
     wiki: WikiSettings = Field(default_factory=WikiSettings)
     xnli_groups: XnliSettings = Field(default_factory=XnliSettings)
+    nli_triples: NliTripleSettings | None = None
     bitext_pairs: BitextSettings = Field(default_factory=BitextSettings)
+    leakage: LeakageSettings = Field(default_factory=LeakageSettings)
     eval_sets: EvalSetsSettings = Field(default_factory=EvalSetsSettings)
 
 
@@ -161,7 +158,9 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     for part in loc:
         tp = _unwrap(tp)
         origin = typing.get_origin(tp)
-        if origin is dict:
+        if origin in (typing.Union, types.UnionType) and (member := _tagged_member(tp, part)) is not None:
+            tp = member  # a discriminated union (``format: tmx``): pydantic's error path names the tag
+        elif origin is dict:
             tp = typing.get_args(tp)[1]
         elif origin in (list, tuple):
             tp = typing.get_args(tp)[0]
@@ -182,8 +181,19 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     return []
 
 
+def _tagged_member(tp: Any, tag: Any) -> Any:
+    for arg in typing.get_args(tp):
+        if typing.get_origin(arg) is typing.Annotated:
+            base, *meta = typing.get_args(arg)
+            if any(isinstance(m, Tag) and m.tag == tag for m in meta):
+                return base
+    return None
+
+
 def _unwrap(tp: Any) -> Any:
-    """``X | None`` → ``X``."""
+    """``Annotated[X, ...]`` → ``X``; ``X | None`` → ``X``."""
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if len(args) == 1:

@@ -100,38 +100,71 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
                  files={f"dump/{lang}/{p.name}": p for lang, p in sorted(dumps.items())}, deps=wiki_deps))
         corpus_tables["wiki_sentences"] = "wiki_extract"
 
+    # every corpus node takes the same leakage guard: its evaluation files enter each node's cache key
+    leak = cfg.corpora.leakage
+    leak_files = leak.files() if leak.eval_sets else {}
+    leak_cfg = canonical(leak)
+
+    def leakage_index() -> Any:
+        from pipelines.leakage import EvalTextIndex
+
+        return EvalTextIndex.from_settings(leak)
+
     if src.xnli is not None:
-        xdir = src.xnli.dir
+        xsrc = src.xnli
         xs = cfg.corpora.xnli_groups
 
         def run_xnli(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
-            from pipelines.xnli import build_groups
+            from pipelines.xnli.groups import build_groups
 
-            return build_groups(xs, xdir, out)
+            return build_groups(xs, xsrc, leakage_index(), out)
 
-        from pipelines.xnli import STAGE_VERSION as XNLI_V
+        from pipelines.xnli.groups import STAGE_VERSION as XNLI_V
 
-        add(Node("xnli_groups", "xnli_groups", XNLI_V, canonical(xs), run_xnli,
-                 files={f"xnli/{s}-{lang}.tsv": xdir / f"{s}-{lang}.tsv" for s in xs.splits for lang in xs.languages}))
+        add(Node("xnli_groups", "xnli_groups", XNLI_V,
+                 {"settings": canonical(xs), "source": canonical(xsrc), "leakage": leak_cfg}, run_xnli,
+                 files={**xsrc.files(xs.splits, xs.read_languages()), **leak_files}))
         corpus_tables["xnli_groups"] = "xnli_groups"
 
+    nt = cfg.corpora.nli_triples
+    if nt is not None and (src.nli or (src.xnli is not None and nt.xnli_split is not None)):
+        nli_files = list(src.nli)
+        xnli_for_triples = src.xnli if nt.xnli_split is not None else None
+
+        def run_triples(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
+            from pipelines.nli.triples import build_triples
+
+            return build_triples(nt, xnli_for_triples, nli_files, leakage_index(), out)
+
+        from pipelines.nli.triples import STAGE_VERSION as NLI_V
+
+        files = dict(leak_files)
+        if xnli_for_triples is not None:
+            assert isinstance(nt.languages, list) and nt.xnli_split is not None
+            files.update(xnli_for_triples.files([nt.xnli_split], sorted({"en", *nt.languages})))
+        files.update({f"nli/{f.name}/{f.path.name}": f.path for f in nli_files if f.path is not None})
+        add(Node("nli_triples", "nli_triples", NLI_V,
+                 {"settings": canonical(nt), "xnli": canonical(xnli_for_triples) if xnli_for_triples else None,
+                  "files": [canonical(f) for f in nli_files], "leakage": leak_cfg}, run_triples, files=files))
+        corpus_tables["nli_triples"] = "nli_triples"
+
     if src.bitext:
-        sources = [b.model_dump() for b in src.bitext]
+        bitext_sources = list(src.bitext)
 
         def run_bitext(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
-            from pipelines.bitext import build_pairs
+            from pipelines.bitext.sampling import build_pairs
 
-            return build_pairs(cfg.corpora.bitext_pairs, sources, out)
+            return build_pairs(cfg.corpora.bitext_pairs, bitext_sources, leakage_index(), out)
 
-        from pipelines.bitext import STAGE_VERSION as BT_V
+        from pipelines.bitext.sampling import STAGE_VERSION as BT_V
+        from pipelines.bitext.sources import source_files
 
-        files = {}
-        for b in src.bitext:
-            files[f"bitext/{b.src}-{b.tgt}/{b.src}/{b.src_file.name}"] = b.src_file
-            files[f"bitext/{b.src}-{b.tgt}/{b.tgt}/{b.tgt_file.name}"] = b.tgt_file
+        files = dict(leak_files)
+        for i, b in enumerate(bitext_sources):
+            files.update({f"bitext/{i}/{k}": p for k, p in source_files(b).items()})
         add(Node("bitext_pairs", "bitext_pairs", BT_V,
-                 {"settings": canonical(cfg.corpora.bitext_pairs),
-                  "pairs": [[b.src, b.tgt] for b in src.bitext]}, run_bitext, files=files))
+                 {"settings": canonical(cfg.corpora.bitext_pairs), "sources": [canonical(b) for b in bitext_sources],
+                  "leakage": leak_cfg}, run_bitext, files=files))
         corpus_tables["bitext_pairs"] = "bitext_pairs"
 
     ev = src.eval
@@ -207,7 +240,8 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
             for name, ref in up.items():
                 if name.startswith("corpus:"):
                     for table, rel in ref.tables.items():
-                        corpora[table] = ref.path / rel
+                        # several corpus nodes write a ``leakage`` table: keep each under its own name
+                        corpora[f"leakage@{name}" if table == "leakage" else table] = ref.path / rel
             evals = {name: ref.table_path("eval_results") for name, ref in up.items() if name.startswith("eval:")}
             return build_report(cfg.report, corpora, evals, cfg.name, out)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.bitext import read_lines
+from pipelines.text_lines import read_lines
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.benchmarks")

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from warehouse.artifacts import StageResult
 
-STAGE_VERSION = "2"  # 2: no timestamp in report.md
+STAGE_VERSION = "3"  # 2: no timestamp in report.md; 3: leakage section, bookkeeping tables not counted
 
 
 class ReportSettings(BaseModel):
@@ -35,7 +35,10 @@ def build_report(settings: ReportSettings, corpora: Mapping[str, Path], evaluati
     """``corpora``: table name → Parquet file or hive folder; ``evaluations``: node → ``eval_results.parquet``."""
     parts = [f"# {settings.title}", "", f"Pipeline `{pipeline}`.", "", "## Corpora", ""]
     count_rows = []
+    leakage = [pl.read_parquet(p) for t, p in sorted(corpora.items()) if t == "leakage" or t.startswith("leakage@")]
     for table, path in sorted(corpora.items()):
+        if table.startswith("leakage") or table.endswith("_counts"):
+            continue
         df = pl.scan_parquet(Path(path) / "**/*.parquet" if Path(path).is_dir() else path,
                              hive_partitioning=True)
         cols = df.collect_schema().names()
@@ -43,12 +46,18 @@ def build_report(settings: ReportSettings, corpora: Mapping[str, Path], evaluati
             counts = df.group_by("lang").agg(pl.len().alias("rows")).sort("lang").collect()
             count_rows += [{"table": table, "lang": r["lang"], "rows": r["rows"]} for r in counts.iter_rows(named=True)]
         else:
-            count_rows.append({"table": table, "lang": "*", "rows": df.select(pl.len()).collect().item()})
+            count_rows.append({"table": table, "lang": "all", "rows": df.select(pl.len()).collect().item()})
     counts = pl.DataFrame(count_rows, schema={"table": pl.Utf8, "lang": pl.Utf8, "rows": pl.Int64})
     langs = sorted(set(counts["lang"]))
     wide = (counts.pivot(on="lang", index="table", values="rows").select("table", *langs)
             .with_columns(pl.col(lang).cast(pl.Utf8).fill_null("–") for lang in langs))
-    parts += [_md_table(wide), "", "## Evaluation", ""]
+    parts += [_md_table(wide), ""]
+    leaks = pl.concat(leakage) if leakage else pl.DataFrame()
+    if leaks.height:
+        summary = (leaks.group_by("corpus", "eval_set").agg(pl.col("units_removed").sum())
+                   .sort("corpus", "eval_set"))
+        parts += ["Removed for overlap with evaluation sets (leakage guard):", "", _md_table(summary), ""]
+    parts += ["## Evaluation", ""]
     metrics = pl.concat([pl.read_parquet(p) for p in evaluations.values()]) if evaluations else pl.DataFrame()
     if metrics.height:
         summary = (metrics.filter(pl.col("metric") == "accuracy")

@@ -1,0 +1,132 @@
+"""Leakage guard: training units whose text occurs in an evaluation set are removed and counted.
+
+VMSST had to strip the Tatoeba test sentences from its training bitext by hand; here every corpus node (``xnli_groups``,
+``nli_triples``, ``bitext_pairs``) takes the same configured evaluation sets, removes every unit (group, triple, pair)
+with a member whose normalised text (``pipelines.text_normalise``) equals a normalised evaluation text, and writes a
+``leakage`` table: ``corpus, eval_set, lang, units_removed``.
+
+Evaluation sets are read from files: ``lines`` (one sentence per line: Tatoeba, FLORES, NTREX), ``tsv`` (chosen
+0-based columns: BUCC ``id<TAB>sentence`` → ``[1]``, STS ``s1<TAB>s2`` → ``[0, 1]``, XNLI ``[0, 1]``) or ``csv``
+(named columns with a header, quoted: stsb-multi-mt ``[s1, s2]``). ``path`` may be a file, a folder (every file in it)
+or a glob.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import logging
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.text_normalise import normalise_series
+
+log = logging.getLogger("polysent.pipelines.leakage")
+LEAKAGE_SCHEMA = {"corpus": pl.Utf8, "eval_set": pl.Utf8, "lang": pl.Utf8, "units_removed": pl.Int64}
+
+
+class EvalSetSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    path: Path
+    format: Literal["lines", "tsv", "csv"] = "lines"
+    columns: list[int | str] = Field(default_factory=list, description="tsv: 0-based indices; csv: header names")
+
+    def resolve(self) -> list[Path]:
+        p = str(self.path)
+        if any(c in p for c in "*?["):
+            found = sorted(Path(f) for f in glob.glob(p) if Path(f).is_file())
+        elif self.path.is_dir():
+            found = sorted(f for f in self.path.iterdir() if f.is_file() and not f.name.startswith("."))
+        else:
+            found = [self.path] if self.path.exists() else []
+        if not found:
+            raise FileNotFoundError(f"leakage.eval_sets {self.name!r}: no files match {self.path}")
+        return found
+
+
+class LeakageSettings(BaseModel):
+    """Which evaluation sets the training corpora must not contain."""
+
+    model_config = ConfigDict(extra="forbid")
+    eval_sets: list[EvalSetSpec] = Field(default_factory=list)
+    min_normalised_chars: int = Field(1, ge=1, description="evaluation texts shorter than this (after normalising) "
+                                      "are not matched: a one-word test sentence would remove every pair saying it")
+
+    def files(self) -> dict[str, Path]:
+        return {f"leakage/{s.name}/{p.name}": p for s in self.eval_sets for p in s.resolve()}
+
+
+def _read_texts(spec: EvalSetSpec, path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    if spec.format == "csv":
+        df = pl.read_csv(path, infer_schema=False)
+        cols = [str(c) for c in spec.columns] or df.columns
+        missing = [c for c in cols if c not in df.columns]
+        if missing:
+            raise ValueError(f"{path}: leakage eval set {spec.name!r} needs columns {missing}; "
+                             f"the file has {df.columns}")
+        return [t for c in cols for t in df[c].to_list() if t]
+    texts: list[str] = []
+    with opener(path, "rt", encoding="utf-8-sig", errors="strict", newline=None) as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.rstrip("\n")
+            if spec.format == "lines":
+                texts.append(line)
+                continue
+            fields = line.split("\t")
+            for c in spec.columns or range(len(fields)):
+                if not isinstance(c, int):
+                    raise ValueError(f"leakage eval set {spec.name!r}: tsv columns are 0-based indices, got {c!r}")
+                if c >= len(fields):
+                    if line.strip():
+                        raise ValueError(f"{path}:{lineno}: leakage eval set {spec.name!r} reads column {c}, the "
+                                         f"line has {len(fields)} tab-separated fields")
+                    continue
+                texts.append(fields[c])
+    return texts
+
+
+class EvalTextIndex:
+    """Normalised evaluation texts → the evaluation sets they come from."""
+
+    def __init__(self, texts: pl.DataFrame) -> None:
+        self.texts = texts  # columns norm, eval_set (unique pairs)
+
+    @classmethod
+    def empty(cls) -> EvalTextIndex:
+        return cls(pl.DataFrame(schema={"norm": pl.Utf8, "eval_set": pl.Utf8}))
+
+    @classmethod
+    def from_settings(cls, settings: LeakageSettings | None) -> EvalTextIndex:
+        if settings is None or not settings.eval_sets:
+            return cls.empty()
+        frames = []
+        for spec in settings.eval_sets:
+            raw = [t for p in spec.resolve() for t in _read_texts(spec, p)]
+            norm = normalise_series(pl.Series("norm", raw, dtype=pl.Utf8))
+            frames.append(pl.DataFrame({"norm": norm}).filter(pl.col("norm").str.len_chars()
+                                                              >= settings.min_normalised_chars)
+                          .unique().with_columns(pl.lit(spec.name).alias("eval_set")))
+            log.info("leakage: eval set %s: %d texts, %d distinct normalised", spec.name, len(raw), frames[-1].height)
+        return cls(pl.concat(frames).sort("eval_set", "norm"))
+
+    def __len__(self) -> int:
+        return self.texts.height
+
+    def matches(self, members: pl.DataFrame) -> pl.DataFrame:
+        """``members`` (``unit``, ``lang``, ``norm``) → the (``unit``, ``lang``, ``eval_set``) that leak."""
+        if not len(self):
+            return pl.DataFrame(schema={"unit": members.schema["unit"], "lang": pl.Utf8, "eval_set": pl.Utf8})
+        return members.join(self.texts, on="norm", how="inner").select("unit", "lang", "eval_set").unique()
+
+
+def leakage_counts(corpus: str, matched: pl.DataFrame) -> pl.DataFrame:
+    """Matched (``unit``, ``lang``, ``eval_set``) → the ``leakage`` table rows for ``corpus``."""
+    if matched.is_empty():
+        return pl.DataFrame(schema=LEAKAGE_SCHEMA)
+    return (matched.group_by("eval_set", "lang").agg(pl.col("unit").n_unique().cast(pl.Int64).alias("units_removed"))
+            .select(pl.lit(corpus).alias("corpus"), "eval_set", "lang", "units_removed").sort("eval_set", "lang"))

@@ -1,0 +1,158 @@
+"""Pivot sampling (``bitext_pairs``): the streaming bottom-k equals a brute-force reference, whatever the chunking or
+file order; filters, quotas, de-duplication, leakage guard and language identification are counted."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import SAMPLE
+
+from pipelines.bitext.sampling import BitextSettings, build_pairs, orient, quotas, select_pairs
+from pipelines.bitext.sources import MosesSource
+from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
+from pipelines.text_normalise import normalise, normalise_series
+
+PAIRS = [("en", "de"), ("en", "fr"), ("en", "ru"), ("es", "de"), ("es", "fr"), ("es", "ru")]
+
+
+def _sample_sources() -> list[MosesSource]:
+    return [MosesSource(src=a, tgt=b, src_file=SAMPLE / "bitext" / f"{a}-{b}.{a}",
+                        tgt_file=SAMPLE / "bitext" / f"{a}-{b}.{b}") for a, b in PAIRS]
+
+
+def _write(folder: Path, name: str, src: str, tgt: str, pairs: list[tuple[str, str]]) -> MosesSource:
+    folder.mkdir(parents=True, exist_ok=True)
+    a, b = folder / f"{name}.{src}", folder / f"{name}.{tgt}"
+    a.write_text("".join(p[0] + "\n" for p in pairs), encoding="utf-8")
+    b.write_text("".join(p[1] + "\n" for p in pairs), encoding="utf-8")
+    return MosesSource(src=src, tgt=tgt, src_file=a, tgt_file=b)
+
+
+def _messy_pairs(n: int, seed: int) -> list[tuple[str, str]]:
+    """Pairs with exact and normalised duplicates, blanks, short, long and unbalanced pairs."""
+    rnd = random.Random(seed)
+    words = "alpha beta gamma delta house river city music light tree road night window".split()
+    base = []
+    for i in range(n // 3):
+        k = rnd.randint(3, 9)
+        base.append((" ".join(rnd.choice(words) for _ in range(k)) + f" {i}.",
+                     "das " + " ".join(rnd.choice(words).upper() for _ in range(k)) + f" {i}"))
+    out = []
+    for i in range(n):
+        en, de = base[i % len(base)]  # every pair three times: exact duplicates
+        r = rnd.random()
+        if r < 0.1:
+            en = en.upper().replace(".", "!!")  # a normalised duplicate of another line (same i % (n // 3))
+        elif r < 0.13:
+            de = ""
+        elif r < 0.15:
+            en = "ab"
+        elif r < 0.17:
+            de = de * 40
+        out.append((en, de))
+    return out
+
+
+def _reference(pairs: list[tuple[str, str]], s: BitextSettings, quota: int) -> set[tuple[str, str]]:
+    """Brute force: filter everything, key every pair, keep the min-key member per normalised group, k smallest."""
+    df = pl.DataFrame({"pivot_text": [p[0] for p in pairs], "text": [p[1] for p in pairs]}, orient="col")
+    a, b = pl.col("pivot_text").str.len_chars(), pl.col("text").str.len_chars()
+    df = df.filter((a > 0) & (b > 0) & (pl.min_horizontal(a, b) >= s.min_chars) & (pl.max_horizontal(a, b)
+                   <= s.max_chars) & (pl.max_horizontal(a, b) <= s.max_length_ratio * pl.min_horizontal(a, b)))
+    df = df.with_columns(df.select("pivot_text", "text").hash_rows(seed=s.seed).alias("key"),
+                         normalise_series(df["pivot_text"]).alias("pn"), normalise_series(df["text"]).alias("n"))
+    best = df.sort("key").unique(subset=["pn", "n"], keep="first").sort("key").head(quota)
+    return set(best.select("pivot_text", "text").iter_rows())
+
+
+def test_streaming_selection_equals_brute_force_for_any_chunking_and_order(tmp_path: Path) -> None:
+    pairs = _messy_pairs(6000, seed=1)
+    s = BitextSettings(pivots=["en"], quota_per_language=300, chunk_rows=1000)
+    expected = _reference(pairs, s, 300)
+    got_small, counts, _, _ = select_pairs(s, [_write(tmp_path / "a", "c", "en", "de", pairs)], progress=False)
+    shuffled = pairs[:]
+    random.Random(7).shuffle(shuffled)
+    big = s.model_copy(update={"chunk_rows": 1_000_000})
+    got_big, _, _, _ = select_pairs(big, [_write(tmp_path / "b", "c", "en", "de", shuffled)], progress=False)
+    assert set(got_small.select("pivot_text", "text").iter_rows()) == expected
+    assert got_small.drop("origin", "line").equals(got_big.drop("origin", "line"))
+    # no two selected pairs normalise alike, and every filter's count adds up to what was read
+    norm = got_small.select(normalise_series(got_small["pivot_text"]) + "|" + normalise_series(got_small["text"]))
+    assert norm.to_series().is_unique().all()
+    row = counts.row(0, named=True)
+    assert row["read"] == 6000 and row["kept"] == 300 and row["duplicate"] > 0 and row["blank"] > 0
+    assert row["too_short"] > 0 and row["too_long"] > 0
+    assert sum(row[c] for c in ("blank", "too_short", "too_long", "length_ratio", "leaked", "wrong_language",
+                                "duplicate", "not_selected", "kept")) == row["read"]
+
+
+def test_sample_bitext_pivots_quotas_and_seed(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    out.mkdir()
+    r = build_pairs(BitextSettings(quota_per_language=40), _sample_sources(), EvalTextIndex.empty(), out)
+    a = pl.read_parquet(out / "bitext_pairs")
+    counts = a.group_by("pivot_lang", "lang").len()
+    assert counts["len"].max() == 40 and set(counts["pivot_lang"]) == {"en", "es"}
+    assert r.stats["blank"] == 2 and r.stats["duplicate"] >= 5
+    b, *_ = select_pairs(BitextSettings(quota_per_language=40), list(reversed(_sample_sources())), progress=False)
+    assert a.sort("pair_id").drop("lang").equals(b.sort("pair_id").drop("lang", "origin", "line")
+                                                 .with_columns(a.sort("pair_id").select("origin", "line")))
+    c, *_ = select_pairs(BitextSettings(quota_per_language=40, seed=14), _sample_sources(), progress=False)
+    assert set(c["pair_id"]) != set(a["pair_id"])
+    fc = pl.read_parquet(out / "bitext_filter_counts.parquet")
+    assert (fc["read"] == fc.select(pl.sum_horizontal("blank", "too_short", "too_long", "length_ratio", "leaked",
+                                                      "wrong_language", "duplicate", "not_selected", "kept"))
+            .to_series()).all()
+
+
+def test_orientation_and_proportional_quotas() -> None:
+    assert orient("de", "es", ["en", "es"]) == ("es", "de")
+    assert orient("es", "en", ["en", "es"]) == ("en", "es")
+    with pytest.raises(ValueError, match="no pivot language"):
+        orient("de", "fr", ["en", "es"])
+    counts = {("en", "de"): 900, ("en", "sw"): 100}
+    s = BitextSettings(quota_mode="proportional", total_pairs=100, temperature=1.0)
+    assert quotas(s, counts) == {("en", "de"): 90, ("en", "sw"): 10}
+    flat = quotas(s.model_copy(update={"temperature": 1000.0}), counts)
+    assert abs(flat[("en", "de")] - flat[("en", "sw")]) <= 1
+    t5 = quotas(s.model_copy(update={"temperature": 5.0}), counts)  # 900^.2 : 100^.2 = 3.90 : 2.51
+    assert t5 == {("en", "de"): 60, ("en", "sw"): 39}
+    assert quotas(s.model_copy(update={"total_pairs": 10_000}), counts) == counts  # capped at what exists
+
+
+def test_leakage_guard_removes_and_counts_normalised_matches(tmp_path: Path) -> None:
+    pairs = [(f"Sentence number {i} about the river.", f"Satz Nummer {i} über den Fluss.") for i in range(200)]
+    src = _write(tmp_path / "b", "c", "en", "de", pairs)
+    (tmp_path / "tatoeba.deu").write_text("satz nummer 3 ÜBER den fluss\nSatz Nummer 17 über den Fluss!\n")
+    (tmp_path / "sts.tsv").write_text("SENTENCE NUMBER 5 ABOUT THE RIVER\tsomething else\n")
+    index = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[
+        EvalSetSpec(name="tatoeba", path=tmp_path / "tatoeba.deu"),
+        EvalSetSpec(name="sts", path=tmp_path / "sts.tsv", format="tsv", columns=[0, 1])]))
+    for scan in ("candidates", "all"):
+        s = BitextSettings(pivots=["en"], quota_per_language=1000, leakage_scan=scan)
+        got, counts, leak, _ = select_pairs(s, [src], index, progress=False)
+        assert got.height == 197
+        assert not set(got["text"]) & {"Satz Nummer 3 über den Fluss.", "Satz Nummer 17 über den Fluss."}
+        assert leak.sort("eval_set").select("eval_set", "lang", "units_removed").rows() == [
+            ("sts", "de", 1), ("tatoeba", "de", 2)]
+        assert counts["leaked"].sum() == 3
+
+
+def test_language_identification_drops_wrong_language_side(tmp_path: Path) -> None:
+    pairs = [("The weather is very nice today in the mountains.", "Das Wetter ist heute in den Bergen sehr schön."),
+             ("I would like to order a coffee with milk please.", "Je voudrais commander un café au lait, s'il vous "
+                                                                  "plaît."),
+             ("Where is the nearest railway station from here?", "Wo ist der nächste Bahnhof von hier aus?")]
+    src = _write(tmp_path, "c", "en", "de", pairs)
+    got, counts, _, _ = select_pairs(BitextSettings(pivots=["en"], langid=True), [src], progress=False)
+    assert got.height == 2 and not any("café" in t for t in got["text"])
+    assert counts["wrong_language"].sum() == 1
+
+
+def test_normalise_is_one_function() -> None:
+    assert normalise("Hello,  WORLD!") == normalise("hello world") == "hello world"
+    assert normalise("１２３ Ａｂｃ。") == "123 abc"
+    assert normalise_series(pl.Series(["Straße — «Haus»"])).to_list() == [normalise("straße haus")]
