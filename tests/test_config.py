@@ -77,3 +77,16 @@ def test_training_data_must_be_produced(tmp_path: Path) -> None:
     cfg["sources"]["bitext"] = []
     with pytest.raises(ValueError, match=r"training\.tiny\.data uses \['bitext_pairs'\]"):
         build_dag(load_config(write_config(tmp_path / "c.yaml", cfg)))
+
+
+def test_bitext_source_formats_are_checked_by_their_own_schema(tmp_path: Path) -> None:
+    msg = _config_error(tmp_path, lambda c: c["sources"]["bitext"].append(
+        {"format": "tmx", "path": "x.tmx", "src": "en", "tgt": "es", "src_file": "oops"}))
+    assert "sources.bitext.6.tmx.src_file: unknown key" in msg
+    assert "expected one of: format, path, src, tgt" in msg
+    msg = _config_error(tmp_path, lambda c: c["sources"]["bitext"].append({"format": "csv", "path": "x"}))
+    assert "sources.bitext.6" in msg and "csv" in msg
+    msg = _config_error(tmp_path, lambda c: c["corpora"]["bitext_pairs"].update(pivots=["en", "xx"]))
+    assert "unknown language code 'xx'" in msg
+    msg = _config_error(tmp_path, lambda c: c["corpora"]["xnli_groups"].update(languages="most"))
+    assert "unknown language preset 'most'" in msg

@@ -49,6 +49,7 @@ def test_groups_one_per_unique_sentence_with_negatives_and_single_pairs(tmp_path
              .group_by("group_id").agg(pl.len().alias("n"), pl.col("l").n_unique().alias("u")))
     assert (langs["n"] == 4).all() and (langs["u"] == 4).all()
     assert sp["lang_a"].n_unique() == 5  # the random order really varies across groups
+    assert sp.columns == ["group_id", "split", "pair_index", "lang_a", "lang_b"]
 
 
 def test_single_pairs_depend_on_the_seed_only(tmp_path: Path) -> None:

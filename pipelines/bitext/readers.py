@@ -6,13 +6,14 @@ whitespace (polars ``str.strip_chars``: Unicode White_Space). Blank lines are ke
 the caller counts and drops pairs with a blank side. Lines are split on ``\\n`` only (a lone ``\\r``, ``\\x00``,
 ``\\x1f`` or a tab inside a line is text).
 
-Moses read benchmark (2M-pair synthetic file pair, ~60-byte lines, 2 cores, warm page cache), seconds per 1M pairs
-including the chunk frame: ``itertools.islice`` over text files + ``pl.Series`` 0.73-0.81; ``pyarrow.csv.open_csv``
-with a never-used delimiter 0.26-0.28 (rejected: it also ends rows at a lone ``\\r`` and breaks on a line holding the
-delimiter byte); binary blocks + ``bytes.decode`` + Python ``str.split`` 0.77-0.84, + polars ``str.split`` 0.61;
-binary blocks validated by one polars Binary→Utf8 cast + polars ``str.split``: 0.41-0.78 with 16-64 MiB blocks on one
-thread, 0.36-0.38 with 2-4 MiB blocks, **0.19-0.21 with 4 MiB blocks and the two files read on two threads (chosen;
-same as splitting at numpy-found newlines, 0.16-0.20)**. gzip input adds ~0.35 s per 1M pairs (zlib, in parallel).
+Moses read benchmark (2M-pair synthetic file pair, ~60-byte lines, 2 cores shared with another job's benchmarks, warm
+page cache; seconds per 1M pairs including the chunk frame, wall min/median of 4 interleaved rounds):
+``itertools.islice`` over text files + ``pl.Series`` 0.75/0.84; ``pyarrow.csv.open_csv`` with a never-used delimiter
+0.31/0.38 (rejected: it also ends a row at a lone ``\\r`` and fails on a line holding the delimiter byte); 16 MiB binary
+blocks + ``bytes.decode`` + Python ``str.split`` 0.76/0.84, + polars ``str.split`` 0.60/0.68, UTF-8-checked by one
+polars Binary→Utf8 cast + polars ``str.split`` 0.33/0.35; the same with 4 MiB blocks 0.26/0.27 (one thread), 0.24/0.38
+(two threads); 4 MiB blocks + cast check + numpy newline offsets, two threads 0.16/0.24; **this module 0.19/0.23**
+(0.26 s CPU). gzip input: 0.75-1.1 (zlib inflate alone is ~0.47 s per 1M lines per file). ``count_pairs``: 0.10 plain.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -143,8 +145,9 @@ def _rechunk_rows(frames: Iterable[pl.DataFrame], chunk_rows: int) -> Iterator[p
 class _LineReader:
     """Stripped lines of one binary stream, ``take(n)`` at a time.
 
-    4 MiB blocks cut at their last ``\\n``; each block is UTF-8-checked by one polars Binary→Utf8 cast and split by
-    polars ``str.split``. Polars releases the GIL, so two readers run in parallel on a thread pool.
+    4 MiB blocks cut at their last ``\\n``; each block is UTF-8-checked by one polars Binary→Utf8 cast and split at
+    numpy-found newlines into a zero-copy Arrow string array. Polars and numpy release the GIL, so two readers run in
+    parallel on a thread pool.
     """
 
     def __init__(self, raw: IO[bytes], name: str, block_size: int | None = None) -> None:
@@ -163,9 +166,9 @@ class _LineReader:
             raise BitextFormatError(f"{self.name}: unreadable beyond line {self.split_lines}: "
                                     f"{type(exc).__name__}: {exc}") from None
 
-    def _add(self, data: bytes) -> None:
+    def _check_utf8(self, data: bytes) -> None:
         try:
-            text = pl.Series([data], dtype=pl.Binary).cast(pl.Utf8)
+            pl.Series([data], dtype=pl.Binary).cast(pl.Utf8)  # one SIMD pass over the block
         except pl.exceptions.PolarsError:
             try:
                 data.decode("utf-8")
@@ -176,7 +179,20 @@ class _LineReader:
                     f"{self.name}:{line}: invalid UTF-8 ({exc.reason}, byte {data[exc.start:exc.end]!r} at column "
                     f"{exc.start - line_start + 1})") from None
             raise
-        lines = text.str.split("\n").explode().str.strip_chars()
+
+    def _add(self, data: bytes) -> None:
+        """Lines of ``data`` (whole lines, the last one without its newline)."""
+        self._check_utf8(data)
+        # line i = data[offsets[i]:offsets[i + 1]] (its "\n" included, removed by the strip): an Arrow string array
+        # over the block without copying it
+        newlines = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+        offsets = np.empty(len(newlines) + 2, np.int64)
+        offsets[0], offsets[-1] = 0, len(data)
+        offsets[1:-1] = newlines
+        offsets[1:-1] += 1
+        arr = pa.Array.from_buffers(pa.large_string(), len(offsets) - 1, [None, pa.py_buffer(offsets),
+                                                                            pa.py_buffer(data)])
+        lines = pl.Series(self.name, arr).str.strip_chars()
         self.pending.append(lines)
         self.have += len(lines)
         self.split_lines += len(lines)
@@ -240,6 +256,15 @@ def _count_file(path: Path) -> int:
         return _count_lines(raw, str(path))
 
 
+def _count_files(paths: list[Path]) -> dict[str, int]:
+    """Line counts, two files at a time (decompression releases the GIL); unequal counts → BitextFormatError."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = dict(zip(map(str, paths), pool.map(_count_file, paths), strict=True))
+    if len(set(counts.values())) > 1:
+        raise _unequal(counts)
+    return counts
+
+
 def _unequal(counts: dict[str, int]) -> BitextFormatError:
     listed = ", ".join(f"{name} has {n} lines" for name, n in counts.items())
     return BitextFormatError(f"line-aligned files differ in length: {listed} (the shortest ends after line "
@@ -259,6 +284,7 @@ def _aligned_lines(readers: dict[str, _LineReader], step: int) -> Iterator[dict[
             if n == 0:
                 return
             yield got
+            del got  # hold no finished chunk while reading the next one
             if n < step:
                 return
 
@@ -268,9 +294,9 @@ def _moses_like(src_raw: IO[bytes], tgt_raw: IO[bytes], src_name: str, tgt_name:
     readers = {"src": _LineReader(src_raw, src_name), "tgt": _LineReader(tgt_raw, tgt_name)}
     line = 1
     for got in _aligned_lines(readers, chunk_rows):
-        df = _frame(src, tgt, got["src"], got["tgt"], origin, line, strip=False)
-        line += df.height
-        yield df
+        n = len(got["src"])
+        yield _frame(src, tgt, got.pop("src"), got.pop("tgt"), origin, line, strip=False)
+        line += n
 
 
 # ------------------------------------------------------------------------------------------------------ formats
@@ -541,21 +567,14 @@ def count_pairs(source: Any, pivots: list[str]) -> dict[tuple[str, str], int]:
     if isinstance(source, NwaySource):
         files, pairs = _nway_setup(source, pivots)
         used = sorted({lang for pair in pairs for lang in pair})
-        counts = {str(files[lang]): _count_file(files[lang]) for lang in used}
-        if len(set(counts.values())) > 1:
-            raise _unequal(counts)
-        n = next(iter(counts.values()))
+        n = next(iter(_count_files([files[lang] for lang in used]).values()))
         return {pair: n for pair in pairs}
     if not isinstance(source, MosesSource | TmxSource | OpusZipSource | ParquetSource | HubSource):
         raise TypeError(f"not a bitext source: {type(source).__name__}")
     swap = _pair_orientation(source.src, source.tgt, pivots, _where(source))
     key = (source.tgt, source.src) if swap else (source.src, source.tgt)
     if isinstance(source, MosesSource):
-        counts = {str(source.src_file): _count_file(source.src_file),
-                  str(source.tgt_file): _count_file(source.tgt_file)}
-        if len(set(counts.values())) > 1:
-            raise _unequal(counts)
-        n = counts[str(source.src_file)]
+        n = next(iter(_count_files([source.src_file, source.tgt_file]).values()))
     elif isinstance(source, OpusZipSource):
         with _open_zip(source.path) as zf:
             members = _zip_members(zf, source.path, source.src, source.tgt)

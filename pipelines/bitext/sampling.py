@@ -27,9 +27,12 @@ guaranteed across polars releases.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -99,152 +102,138 @@ def quotas(settings: BitextSettings, counts: dict[tuple[str, str], int]) -> dict
 class BottomK:
     """Streaming seeded bottom-k selection per (pivot, language), with de-duplication on normalised texts."""
 
+    SLICE = 50_000
     BEST_SCHEMA: ClassVar[dict[str, Any]] = {
-        "pivot_lang": pl.Utf8, "lang": pl.Utf8, "key": pl.UInt64, "pivot_text": pl.Utf8, "text": pl.Utf8,
-        "origin": pl.Utf8, "line": pl.Int64, "pivot_norm": pl.Utf8, "norm": pl.Utf8}
+        "key": pl.UInt64, "pivot_text": pl.Utf8, "text": pl.Utf8, "origin": pl.Utf8, "line": pl.Int64,
+        "nkey": pl.UInt64}
 
-    def __init__(self, settings: BitextSettings, quota: dict[tuple[str, str], int], index: EvalTextIndex) -> None:
+    def __init__(self, settings: BitextSettings, quota: dict[tuple[str, str], int] | None,
+                 index: EvalTextIndex) -> None:
+        """``quota``: per (pivot, language); None: ``settings.quota_per_language`` for every language met."""
         self.s = settings
-        self.quota = pl.DataFrame(
-            {"pivot_lang": [k[0] for k in quota], "lang": [k[1] for k in quota],
-             "quota": pl.Series([q for q in quota.values()], dtype=pl.UInt32)},
-            schema={"pivot_lang": pl.Utf8, "lang": pl.Utf8, "quota": pl.UInt32})
+        self.quota: dict[tuple[str, str], int] = dict(quota) if quota is not None else {}
+        self.fixed_quota = None if quota is not None else settings.quota_per_language
         self.index = index
-        self.best = pl.DataFrame(schema=self.BEST_SCHEMA)
+        self.best: dict[tuple[str, str], pl.DataFrame] = {}
         self.counts: Counter[tuple[str, str, str]] = Counter()
-        self.leaked = pl.DataFrame(schema={"unit": pl.UInt64, "lang": pl.Utf8, "eval_set": pl.Utf8})
-
-    def _count(self, frame: pl.DataFrame, what: str) -> None:
-        if frame.is_empty():
-            return
-        for pivot, lang, n in frame.group_by("pivot_lang", "lang").len().iter_rows():
-            self.counts[(pivot, lang, what)] += n
-
-    def _thresholds(self) -> pl.DataFrame:
-        """Per language: the k-th smallest key when the selection is full (a pair must beat it to enter)."""
-        full = (self.best.group_by("pivot_lang", "lang").agg(pl.col("key").max().alias("threshold"),
-                                                              pl.len().alias("n"))
-                .join(self.quota, on=["pivot_lang", "lang"]).filter(pl.col("n") >= pl.col("quota")))
-        return full.select("pivot_lang", "lang", "threshold")
+        self.leaked: list[pl.DataFrame] = []
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="normalise")  # polars kernels free the GIL
 
     def add(self, chunk: pl.DataFrame) -> None:
         """``chunk``: reader chunk columns (``src_lang``, ``tgt_lang``, ``src_text``, ``tgt_text``, ``origin``,
         ``line``)."""
-        s = self.s
-        df = self._oriented(chunk)
-        self._count(df, "read")
-        blank = (pl.col("pivot_text") == "") | (pl.col("text") == "")
+        pairs = chunk.select("src_lang", "tgt_lang").unique(maintain_order=True).rows()
+        parts = [chunk] if len(pairs) == 1 else [chunk.filter((pl.col("src_lang") == a) & (pl.col("tgt_lang") == b))
+                                                 for a, b in pairs]
+        for (a, b), part in zip(pairs, parts, strict=True):
+            pivot, lang = orient(a, b, self.s.pivots)
+            if self.fixed_quota is not None:
+                self.quota.setdefault((pivot, lang), self.fixed_quota)
+            names = ("pivot_text", "text") if pivot == a else ("text", "pivot_text")
+            self._add_pair((pivot, lang), part.select(pl.col("src_text").alias(names[0]),
+                                                      pl.col("tgt_text").alias(names[1]), "origin", "line"))
+
+    def _add_pair(self, pl_key: tuple[str, str], df: pl.DataFrame) -> None:
+        s, c = self.s, self.counts
+        pivot, lang = pl_key
+        c[(pivot, lang, "read")] += df.height
         plen, tlen = pl.col("pivot_text").str.len_chars(), pl.col("text").str.len_chars()
-        df = df.with_columns(plen.alias("_pl"), tlen.alias("_tl"))
-        status = (pl.when(blank).then(pl.lit("blank"))
-                  .when(pl.min_horizontal("_pl", "_tl") < s.min_chars).then(pl.lit("too_short"))
-                  .when(pl.max_horizontal("_pl", "_tl") > s.max_chars).then(pl.lit("too_long"))
-                  .when(pl.max_horizontal("_pl", "_tl") > s.max_length_ratio * pl.min_horizontal("_pl", "_tl"))
-                  .then(pl.lit("length_ratio")).otherwise(pl.lit("ok")))
-        df = df.with_columns(status.alias("_status"))
-        for pivot, lang, st, n in df.group_by("pivot_lang", "lang", "_status").len().iter_rows():
-            if st != "ok":
-                self.counts[(pivot, lang, st)] += n
-        df = df.filter(pl.col("_status") == "ok").drop("_pl", "_tl", "_status")
+        lens = df.select(plen.alias("a"), tlen.alias("b"))
+        short, long_ = pl.min_horizontal("a", "b"), pl.max_horizontal("a", "b")
+        flags = lens.select((short == 0).alias("blank"), short.lt(s.min_chars).alias("short"),
+                            long_.gt(s.max_chars).alias("long"), long_.gt(s.max_length_ratio * short).alias("ratio"))
+        blank, too_short = flags["blank"], flags["short"] & ~flags["blank"]
+        too_long = flags["long"] & ~flags["short"]
+        ratio = flags["ratio"] & ~flags["long"] & ~flags["short"]
+        for what, mask in (("blank", blank), ("too_short", too_short), ("too_long", too_long),
+                           ("length_ratio", ratio)):
+            c[(pivot, lang, what)] += int(mask.sum())
+        df = df.filter(~(flags["short"] | flags["long"] | flags["ratio"]))
         df = df.with_columns(df.select("pivot_text", "text").hash_rows(seed=s.seed).alias("key"))
         if s.leakage_scan == "all" and len(self.index):
-            df = self._drop_leaks(self._normalised(df))
-        thresholds = self._thresholds()
-        if not thresholds.is_empty():
-            df = (df.join(thresholds, on=["pivot_lang", "lang"], how="left")
-                  .filter(pl.col("threshold").is_null() | (pl.col("key") < pl.col("threshold"))).drop("threshold"))
-        if df.is_empty():
-            return
-        if "norm" not in df.columns:
-            df = self._normalised(df)
-            if len(self.index):
-                df = self._drop_leaks(df)
-        if s.langid:
-            df = self._drop_wrong_language(df)
-        self._merge(df.select(list(self.BEST_SCHEMA)))
+            df = self._drop_leaks(pl_key, self._normalised(pl_key, df))
+        # candidates in increasing key order, a slice at a time: after each slice the threshold tightens, so only
+        # about quota (+ duplicates) pairs per language are ever normalised, however large the chunk
+        df = self._below_threshold(pl_key, df).sort("key", maintain_order=True)
+        while not df.is_empty():
+            head, df = df.head(self.SLICE), df.slice(self.SLICE)
+            if "nkey" not in head.columns:
+                head = self._normalised(pl_key, head)
+                if len(self.index):
+                    head = self._drop_leaks(pl_key, head)
+            if s.langid:
+                head = self._drop_wrong_language(pl_key, head)
+            self._merge(pl_key, head.select(list(self.BEST_SCHEMA)))
+            df = self._below_threshold(pl_key, df)
 
-    def _oriented(self, chunk: pl.DataFrame) -> pl.DataFrame:
-        pairs = chunk.select("src_lang", "tgt_lang").unique()
-        mapping = {(a, b): orient(a, b, self.s.pivots) for a, b in pairs.iter_rows()}
-        src_is_pivot = pl.DataFrame(
-            {"src_lang": [k[0] for k in mapping], "tgt_lang": [k[1] for k in mapping],
-             "_src_pivot": [v[0] == k[0] for k, v in mapping.items()]},
-            schema={"src_lang": pl.Utf8, "tgt_lang": pl.Utf8, "_src_pivot": pl.Boolean})
-        sp = pl.col("_src_pivot")
-        return chunk.join(src_is_pivot, on=["src_lang", "tgt_lang"], how="left", maintain_order="left").select(
-            pl.when(sp).then("src_lang").otherwise("tgt_lang").alias("pivot_lang"),
-            pl.when(sp).then("tgt_lang").otherwise("src_lang").alias("lang"),
-            pl.when(sp).then("src_text").otherwise("tgt_text").alias("pivot_text"),
-            pl.when(sp).then("tgt_text").otherwise("src_text").alias("text"),
-            "origin", "line")
+    def _below_threshold(self, pl_key: tuple[str, str], df: pl.DataFrame) -> pl.DataFrame:
+        """A pair must beat the k-th smallest key of a full selection to enter it."""
+        best = self.best.get(pl_key)
+        if best is None or best.height < self.quota.get(pl_key, 0) or df.is_empty():
+            return df
+        return df.filter(pl.col("key") < best["key"].max())
 
-    @staticmethod
-    def _normalised(df: pl.DataFrame) -> pl.DataFrame:
-        return df.with_columns(normalise_series(df["pivot_text"]).alias("pivot_norm"),
-                               normalise_series(df["text"]).alias("norm"))
+    def _normalised(self, pl_key: tuple[str, str], df: pl.DataFrame) -> pl.DataFrame:
+        pivot_norm, norm = self._pool.map(normalise_series, (df["pivot_text"], df["text"]))
+        df = df.with_columns(pivot_norm.alias("pivot_norm"), norm.alias("norm"))
+        return df.with_columns(df.select("pivot_norm", "norm").hash_rows(seed=self.s.seed).alias("nkey"))
 
-    def _drop_leaks(self, df: pl.DataFrame) -> pl.DataFrame:
-        members = pl.concat([df.select(pl.col("key").alias("unit"), pl.col("pivot_lang").alias("lang"),
+    def _drop_leaks(self, pl_key: tuple[str, str], df: pl.DataFrame) -> pl.DataFrame:
+        pivot, lang = pl_key
+        members = pl.concat([df.select(pl.col("key").alias("unit"), pl.lit(pivot).alias("lang"),
                                        pl.col("pivot_norm").alias("norm")),
-                             df.select(pl.col("key").alias("unit"), "lang", "norm")])
+                             df.select(pl.col("key").alias("unit"), pl.lit(lang).alias("lang"), "norm")])
         matched = self.index.matches(members)
         if matched.is_empty():
             return df
-        leaked_keys = matched["unit"].unique()
-        hit = df.filter(pl.col("key").is_in(leaked_keys.implode()))
-        self._count(hit, "leaked")
+        hit = pl.col("key").is_in(matched["unit"].unique().implode())
+        self.counts[(pivot, lang, "leaked")] += df.filter(hit).height
         # the leakage table names the pair's non-pivot language, whichever side matched
-        by_key = hit.select(pl.col("key").alias("unit"), "lang")
-        self.leaked = pl.concat([self.leaked, matched.select("unit", "eval_set").join(by_key, on="unit")
-                                .select("unit", "lang", "eval_set")]).unique()
-        return df.filter(~pl.col("key").is_in(leaked_keys.implode()))
+        self.leaked.append(matched.select("unit", pl.lit(lang).alias("lang"), "eval_set"))
+        return df.filter(~hit)
 
-    def _drop_wrong_language(self, df: pl.DataFrame) -> pl.DataFrame:
-        ok = [langid_agrees(pt, pl_, self.s.langid_keep_unknown) and langid_agrees(t, lg, self.s.langid_keep_unknown)
-              for pt, pl_, t, lg in df.select("pivot_text", "pivot_lang", "text", "lang").iter_rows()]
-        mask = pl.Series(ok, dtype=pl.Boolean)
-        self._count(df.filter(~mask), "wrong_language")
-        return df.filter(mask)
+    def _drop_wrong_language(self, pl_key: tuple[str, str], df: pl.DataFrame) -> pl.DataFrame:
+        pivot, lang = pl_key
+        keep = self.s.langid_keep_unknown
+        ok = pl.Series([langid_agrees(pt, pivot, keep) and langid_agrees(t, lang, keep)
+                        for pt, t in df.select("pivot_text", "text").iter_rows()], dtype=pl.Boolean)
+        self.counts[(pivot, lang, "wrong_language")] += int((~ok).sum())
+        return df.filter(ok)
 
-    def _merge(self, df: pl.DataFrame) -> None:
-        pool = pl.concat([self.best, df]).sort("key", "pivot_text", "text", "origin", "line")
-        distinct = pool.unique(subset=["pivot_lang", "lang", "pivot_norm", "norm"], keep="first", maintain_order=True)
-        # duplicates are counted when they meet; a pair already selected that is later displaced is "not selected"
-        self._count_duplicates(pool, distinct)
-        ranked = distinct.join(self.quota, on=["pivot_lang", "lang"], how="left").with_columns(
-            pl.col("key").rank("ordinal").over("pivot_lang", "lang").alias("_rank"))
-        self.best = ranked.filter(pl.col("_rank") <= pl.col("quota")).select(list(self.BEST_SCHEMA))
-
-    def _count_duplicates(self, pool: pl.DataFrame, distinct: pl.DataFrame) -> None:
-        if pool.height == distinct.height:
-            return
-        n_pool = pool.group_by("pivot_lang", "lang").len()
-        n_dist = distinct.group_by("pivot_lang", "lang").len().rename({"len": "d"})
-        for pivot, lang, n, d in n_pool.join(n_dist, on=["pivot_lang", "lang"]).iter_rows():
-            if n > d:
-                self.counts[(pivot, lang, "duplicate")] += n - d
+    def _merge(self, pl_key: tuple[str, str], df: pl.DataFrame) -> None:
+        old = self.best.get(pl_key)
+        # a stable sort by key: among exact duplicates (same key) the first read stands for them
+        pool = (df if old is None else pl.concat([old, df])).sort("key", maintain_order=True)
+        distinct = pool.unique(subset=["nkey"], keep="first", maintain_order=True)
+        self.counts[(*pl_key, "duplicate")] += pool.height - distinct.height
+        self.best[pl_key] = distinct.head(self.quota.get(pl_key, 0))
 
     def result(self) -> pl.DataFrame:
-        return (self.best.sort("pivot_lang", "lang", "key")
-                .select(pl.col("key").cast(pl.Utf8).str.zfill(20).alias("pair_id"),
-                        "pivot_lang", "lang", "pivot_text", "text", "origin", "line"))
+        parts = [b.select(pl.col("key").cast(pl.Utf8).str.zfill(20).alias("pair_id"), pl.lit(p).alias("pivot_lang"),
+                          pl.lit(lang).alias("lang"), "pivot_text", "text", "origin", "line")
+                 for (p, lang), b in sorted(self.best.items())]
+        schema = {"pair_id": pl.Utf8, "pivot_lang": pl.Utf8, "lang": pl.Utf8, "pivot_text": pl.Utf8, "text": pl.Utf8,
+                  "origin": pl.Utf8, "line": pl.Int64}
+        return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+
+    def leaked_units(self) -> pl.DataFrame:
+        empty = pl.DataFrame(schema={"unit": pl.UInt64, "lang": pl.Utf8, "eval_set": pl.Utf8})
+        return pl.concat([empty, *self.leaked]).unique()
 
     def count_table(self) -> pl.DataFrame:
-        keys = sorted({(p, lang) for p, lang, _ in self.counts} | set(self.quota.select("pivot_lang", "lang")
-                                                                       .iter_rows()))
-        kept = dict(((p, lang), n) for p, lang, n in self.best.group_by("pivot_lang", "lang").len().iter_rows())
-        quota = {(p, lang): q for p, lang, q in self.quota.iter_rows()}
+        keys = sorted({(p, lang) for p, lang, _ in self.counts} | set(self.quota))
         rows = []
         for p, lang in keys:
-            row: dict[str, Any] = {"pivot_lang": p, "lang": lang, "quota": quota.get((p, lang), 0)}
-            for c in COUNT_COLUMNS:
-                row[c] = self.counts.get((p, lang, c), 0)
-            row["kept"] = kept.get((p, lang), 0)
-            dropped = sum(row[c] for c in ("blank", "too_short", "too_long", "length_ratio", "leaked",
-                                           "wrong_language", "duplicate"))
+            row: dict[str, Any] = {"pivot_lang": p, "lang": lang, "quota": self.quota.get((p, lang), 0)}
+            for col in COUNT_COLUMNS:
+                row[col] = self.counts.get((p, lang, col), 0)
+            best = self.best.get((p, lang))
+            row["kept"] = 0 if best is None else best.height
+            dropped = sum(row[col] for col in ("blank", "too_short", "too_long", "length_ratio", "leaked",
+                                               "wrong_language", "duplicate"))
             row["not_selected"] = row["read"] - dropped - row["kept"]
             rows.append(row)
-        schema = {"pivot_lang": pl.Utf8, "lang": pl.Utf8, "quota": pl.Int64, **{c: pl.Int64 for c in COUNT_COLUMNS}}
+        schema = {"pivot_lang": pl.Utf8, "lang": pl.Utf8, "quota": pl.Int64, **dict.fromkeys(COUNT_COLUMNS, pl.Int64)}
         return pl.DataFrame(rows, schema=schema, orient="row")
 
 
@@ -270,19 +259,22 @@ def select_pairs(settings: BitextSettings, sources: Iterable[Any], index: EvalTe
     """Run the selection over ``sources``: (pairs, filter counts, leakage rows, stats)."""
     sources = list(sources)
     index = index or EvalTextIndex.empty()
-    counts: dict[tuple[str, str], int] = {}
-    for src in sources:
-        for (a, b), n in count_pairs(src, settings.pivots).items():
-            key = orient(a, b, settings.pivots)
-            counts[key] = counts.get(key, 0) + n
-    quota = quotas(settings, counts)
+    t0 = time.perf_counter()
+    quota = None
+    if settings.quota_mode == "proportional":  # quotas need every language's pair count first (a fast pass)
+        counts: dict[tuple[str, str], int] = {}
+        for src in sources:
+            for (a, b), n in count_pairs(src, settings.pivots).items():
+                key = orient(a, b, settings.pivots)
+                counts[key] = counts.get(key, 0) + n
+        quota = quotas(settings, counts)
+        log.info("bitext: proportional quotas (T=%g): %s", settings.temperature,
+                 ", ".join(f"{p}-{lang} {q}/{counts[(p, lang)]}" for (p, lang), q in sorted(quota.items())))
     sel = BottomK(settings, quota, index)
     reader_stats: Counter[str] = Counter()
-    total = sum(counts.values())
-    t0 = time.perf_counter()
-    bar = _progress(total, progress)
+    bar = _progress(progress)
     for src in sources:
-        for chunk in iter_chunks(src, settings.pivots, settings.chunk_rows, reader_stats):
+        for chunk in prefetch(iter_chunks(src, settings.pivots, settings.chunk_rows, reader_stats)):
             sel.add(chunk)
             bar.update(chunk.height)
     bar.close()
@@ -294,13 +286,40 @@ def select_pairs(settings: BitextSettings, sources: Iterable[Any], index: EvalTe
              "polars": pl.__version__, **{k: int(v) for k, v in reader_stats.items()}}
     for c in COUNT_COLUMNS[1:-2]:
         stats[c] = int(table[c].sum())
-    return pairs, table, leakage_counts("bitext_pairs", sel.leaked), stats
+    return pairs, table, leakage_counts("bitext_pairs", sel.leaked_units()), stats
 
 
-def _progress(total: int, enabled: bool) -> Any:
+def _progress(enabled: bool) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="pair", unit_scale=True, desc="bitext_pairs", disable=not enabled or total < 2e6)
+    return tqdm(unit="pair", unit_scale=True, desc="bitext_pairs", disable=not enabled, mininterval=2.0)
+
+
+def prefetch(chunks: Iterator[pl.DataFrame], depth: int = 1) -> Iterator[pl.DataFrame]:
+    """Read the next chunk in a background thread while the current one is processed (both mostly outside the
+    GIL: file reads, UTF-8 decoding and polars kernels). Memory: ``depth`` extra chunks."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    done = object()
+
+    def work() -> None:
+        try:
+            for c in chunks:
+                q.put(c)
+        except BaseException as exc:
+            q.put(exc)
+            return
+        q.put(done)
+
+    t = threading.Thread(target=work, daemon=True, name="bitext-prefetch")
+    t.start()
+    while True:
+        item = q.get()
+        if item is done:
+            break
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+    t.join()
 
 
 def build_pairs(settings: BitextSettings, sources: list[Any], index: EvalTextIndex, out: Path) -> StageResult:

@@ -10,7 +10,8 @@ Outputs
   contradiction hypothesis of a premise group (MPCL's hard negative; null for hypothesis groups and premises without
   one). The training sampler draws the negative's language.
 - ``xnli_single_pairs``: MPCL's "+Single" baseline on the same sentences — each group's languages in a seeded random
-  order, paired off into ⌊n/2⌋ disjoint language pairs.
+  order, paired off into ⌊n/2⌋ disjoint language pairs: ``group_id, split, pair_index, lang_a, lang_b`` (texts by a
+  join with ``xnli_groups`` on ``group_id`` and language, so the text is stored once).
 - ``leakage``: groups removed because a member occurs in a configured evaluation set.
 
 Language subsets are lists or the presets of the MPCL paper (``LANGUAGE_PRESETS``). The anchor language is read for
@@ -19,16 +20,19 @@ grouping even when it is not a member language (the unseen-only study has no Eng
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipelines.language_codes import check_language
 from pipelines.leakage import EvalTextIndex, leakage_counts
-from pipelines.partitioned import write_partitioned
 from pipelines.text_normalise import normalise_series
 from pipelines.xnli.readers import XnliFormatError, read_xnli, verify_alignment
 from pipelines.xnli.sources import XNLI_LANGUAGES, XnliSource
@@ -93,33 +97,43 @@ class XnliSettings(BaseModel):
         return langs if self.anchor_language in langs else [self.anchor_language, *langs]
 
 
-def group_split(split: str, frames: dict[str, pl.DataFrame], anchor: str, members: list[str]) -> pl.DataFrame:
-    """Aligned per-language frames (premise, hypothesis, label) of one split → long group rows."""
+@dataclass
+class SplitGroups:
+    """The groups of one split, column-wise: group attributes once, member texts per language (row g = group g)."""
+
+    split: str
+    groups: pl.DataFrame  # ordinal, group_id, role, source_row, negative_group_id
+    texts: dict[str, pl.Series]
+
+    def filter(self, keep: pl.Series) -> SplitGroups:
+        return SplitGroups(self.split, self.groups.filter(keep), {k: v.filter(keep) for k, v in self.texts.items()})
+
+    def long(self) -> pl.DataFrame:
+        """One row per (group, language) — the ``xnli_groups`` table."""
+        return pl.concat([self.groups.select("group_id", pl.lit(self.split).alias("split"), pl.lit(lang).alias("lang"),
+                                             text.alias("text"), "role", "source_row", "negative_group_id")
+                          for lang, text in self.texts.items()])
+
+
+def group_split(split: str, frames: dict[str, pl.DataFrame], anchor: str, members: list[str]) -> SplitGroups:
+    """Aligned per-language frames (premise, hypothesis, label) of one split → its groups."""
     ref = frames[anchor]
-    n = ref.height
     # every sentence occurrence of the anchor language, in reading order: row 0 premise, row 0 hypothesis, row 1 ...
     occ = pl.concat([
-        ref.select(pl.col("premise").alias("text")).with_row_index("row").with_columns(pl.lit(0, pl.UInt8).alias("h")),
-        ref.select(pl.col("hypothesis").alias("text")).with_row_index("row").with_columns(pl.lit(1, pl.UInt8)
-                                                                                          .alias("h")),
-    ]).with_columns((pl.col("row").cast(pl.Int64) * 2 + pl.col("h")).alias("pos"))
+        ref.select(pl.col("premise").alias("text")).with_row_index("row"),
+        ref.select(pl.col("hypothesis").alias("text")).with_row_index("row"),
+    ]).with_columns((pl.col("row").cast(pl.Int64) * 2 + pl.int_range(pl.len()).ge(ref.height).cast(pl.Int64))
+                    .alias("pos"))
     first = (occ.group_by("text").agg(pl.col("pos").min()).sort("pos").with_row_index("ordinal")
-             .with_columns((pl.col("pos") // 2).alias("row"), (pl.col("pos") % 2).alias("h"),
+             .with_columns((pl.col("pos") // 2).alias("row"), (pl.col("pos") % 2 == 1).alias("is_hyp"),
                            (pl.lit(f"xnli-{split}-") + pl.col("ordinal").cast(pl.Utf8).str.zfill(7)).alias("group_id")))
     rows = first["row"].to_numpy()
-    is_hyp = first["h"].cast(pl.Boolean)
-    parts = []
+    is_hyp = first["is_hyp"]
+    texts = {}
     for lang in members:
         df = frames[lang]
-        prem = df["premise"].gather(rows)
-        hyp = df["hypothesis"].gather(rows)
-        parts.append(pl.DataFrame({
-            "group_id": first["group_id"], "split": pl.Series([split] * first.height, dtype=pl.Utf8),
-            "lang": pl.Series([lang] * first.height, dtype=pl.Utf8),
-            "text": pl.select(pl.when(is_hyp).then(hyp).otherwise(prem)).to_series(),
-            "role": pl.select(pl.when(is_hyp).then(pl.lit("hypothesis")).otherwise(pl.lit("premise"))).to_series(),
-            "source_row": first["row"].cast(pl.Int64) + 1,
-        }))
+        texts[lang] = pl.select(pl.when(is_hyp).then(df["hypothesis"].gather(rows))
+                                .otherwise(df["premise"].gather(rows))).to_series().alias("text")
     # contradiction hard negatives: premise group → the group of its (first) contradiction hypothesis
     text_to_group = first.select("text", "group_id")
     contra = (ref.with_row_index("row").filter(pl.col("label") == "contradiction")
@@ -127,39 +141,72 @@ def group_split(split: str, frames: dict[str, pl.DataFrame], anchor: str, member
               .join(text_to_group.rename({"text": "hypothesis", "group_id": "negative_group_id"}), on="hypothesis")
               .sort("row").unique(subset=["p_group"], keep="first")
               .select(pl.col("p_group").alias("group_id"), "negative_group_id"))
-    groups = pl.concat(parts).join(contra, on="group_id", how="left")
-    log.info("xnli %s: %d rows × %d languages → %d groups, %d with a contradiction negative", split, n, len(members),
-             first.height, contra.height)
-    return groups
+    groups = first.select(
+        "ordinal", "group_id", pl.when("is_hyp").then(pl.lit("hypothesis")).otherwise(pl.lit("premise")).alias("role"),
+        (pl.col("row").cast(pl.Int64) + 1).alias("source_row"),
+    ).join(contra, on="group_id", how="left", maintain_order="left")
+    log.info("xnli %s: %d rows × %d languages → %d groups, %d with a contradiction negative", split, ref.height,
+             len(members), first.height, contra.height)
+    return SplitGroups(split, groups, texts)
 
 
-def drop_leaks(groups: pl.DataFrame, index: EvalTextIndex) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Remove every group with a member in an evaluation set; (kept groups, leakage rows)."""
+def drop_leaks(sg: SplitGroups, index: EvalTextIndex) -> tuple[SplitGroups, pl.DataFrame]:
+    """Remove every group with a member in an evaluation set; (kept groups, matched (unit, lang, eval_set))."""
+    empty = pl.DataFrame(schema={"unit": pl.Utf8, "lang": pl.Utf8, "eval_set": pl.Utf8})
     if not len(index):
-        return groups, leakage_counts("xnli_groups", pl.DataFrame())
-    members = groups.select(pl.col("group_id").alias("unit"), "lang", normalise_series(groups["text"]).alias("norm"))
-    matched = index.matches(members)
+        return sg, empty
+
+    def match(lang: str) -> pl.DataFrame:
+        members = pl.DataFrame({"unit": sg.groups["group_id"], "lang": pl.Series([lang] * sg.groups.height,
+                                                                                dtype=pl.Utf8),
+                                "norm": normalise_series(sg.texts[lang])})
+        return index.matches(members)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # polars' string kernels run without the GIL
+        matched = pl.concat([empty, *pool.map(match, list(sg.texts))])
+    if matched.is_empty():
+        return sg, matched
     leaked = matched["unit"].unique().implode()
-    kept = groups.filter(~pl.col("group_id").is_in(leaked))
+    kept = sg.filter(~sg.groups["group_id"].is_in(leaked))
     # a negative that was removed is no longer linked
-    kept = kept.with_columns(pl.when(pl.col("negative_group_id").is_in(leaked)).then(None)
-                             .otherwise(pl.col("negative_group_id")).alias("negative_group_id"))
-    return kept, leakage_counts("xnli_groups", matched)
+    kept.groups = kept.groups.with_columns(pl.when(pl.col("negative_group_id").is_in(leaked)).then(None)
+                                           .otherwise(pl.col("negative_group_id")).alias("negative_group_id"))
+    return kept, matched
 
 
-def single_pairs(groups: pl.DataFrame, seed: int) -> pl.DataFrame:
-    """MPCL "+Single": each group → ⌊n/2⌋ disjoint language pairs, languages in a seeded random order per group."""
-    order = (groups.select("group_id", "split", "lang", "text")
-             .with_columns(groups.select("group_id", "lang").hash_rows(seed=seed).alias("_h"))
-             .sort("group_id", "_h", "lang")
-             .with_columns(pl.int_range(pl.len()).over("group_id").alias("_r")))
-    a = order.filter(pl.col("_r") % 2 == 0).with_columns((pl.col("_r") // 2).alias("pair_index"))
-    b = order.filter(pl.col("_r") % 2 == 1).with_columns((pl.col("_r") // 2).alias("pair_index"))
-    return (a.join(b.select("group_id", "pair_index", pl.col("lang").alias("lang_b"), pl.col("text").alias("text_b")),
-                   on=["group_id", "pair_index"], how="inner")
-            .select("group_id", "split", pl.col("pair_index").cast(pl.Int32), pl.col("lang").alias("lang_a"),
-                    pl.col("text").alias("text_a"), "lang_b", "text_b")
-            .sort("group_id", "pair_index"))
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _const(s: str) -> np.uint64:
+    return np.uint64(int.from_bytes(hashlib.md5(s.encode("utf-8")).digest()[:8], "little"))
+
+
+def single_pairs(sg: SplitGroups, seed: int) -> pl.DataFrame:
+    """MPCL "+Single": each group → ⌊n/2⌋ disjoint language pairs, languages in a seeded random order per group.
+
+    The order is a splitmix64 hash of (seed, split, group ordinal, language): stable across library versions and
+    independent of which other languages are selected.
+    """
+    langs = list(sg.texts)
+    n = sg.groups.height
+    ordinal = sg.groups["ordinal"].cast(pl.UInt64).to_numpy()
+    salt = _const(f"{seed}/{sg.split}")
+    with np.errstate(over="ignore"):
+        keys = np.stack([_splitmix64(_splitmix64(ordinal ^ salt) ^ _const(lang)) for lang in langs], axis=1)
+    order = np.argsort(keys, axis=1, kind="stable")
+    k = len(langs) // 2
+    a, b = order[:, 0:2 * k:2].ravel(), order[:, 1:2 * k:2].ravel()  # group-major: group 0's pairs first
+    rows = np.repeat(np.arange(n), k)
+    lang_s = pl.Series(langs, dtype=pl.Utf8)
+    return pl.DataFrame({
+        "group_id": sg.groups["group_id"].gather(rows), "split": pl.Series([sg.split] * len(rows), dtype=pl.Utf8),
+        "pair_index": pl.Series(np.tile(np.arange(k, dtype=np.int32), n)),
+        "lang_a": lang_s.gather(a), "lang_b": lang_s.gather(b)})
 
 
 def read_split(source: XnliSource, settings: XnliSettings, split: str) -> dict[str, pl.DataFrame]:
@@ -171,23 +218,39 @@ def read_split(source: XnliSource, settings: XnliSettings, split: str) -> dict[s
 def build_groups(settings: XnliSettings, source: XnliSource, index: EvalTextIndex, out: Path) -> StageResult:
     if not isinstance(source, XnliSource):
         raise XnliFormatError(f"expected an XnliSource, got {type(source).__name__}")
-    parts = [group_split(split, read_split(source, settings, split), settings.anchor_language,
-                         settings.language_list) for split in settings.splits]
-    groups = pl.concat(parts)
-    n_before = groups["group_id"].n_unique()
-    groups, leak = drop_leaks(groups, index)
-    groups = groups.sort("group_id", "lang")
-    stats: dict[str, Any] = {"groups": groups["group_id"].n_unique(), "groups_leaked": n_before
-                             - groups["group_id"].n_unique(), "languages": settings.language_list,
+    folder = out / "xnli_groups"
+    folder.mkdir()
+    for lang in settings.language_list:
+        (folder / f"lang={lang}").mkdir()
+    stats: dict[str, Any] = {"groups": 0, "groups_leaked": 0, "languages": settings.language_list,
                              "splits": settings.splits}
-    write_partitioned(groups, out / "xnli_groups", "lang")
-    tables = {"xnli_groups": "xnli_groups", "leakage": "leakage.parquet"}
+    matched, singles = [], []
+    with ThreadPoolExecutor(max_workers=2) as pool:  # Parquet writes overlap with the next split's work
+        writes = []
+        for split in settings.splits:
+            sg = group_split(split, read_split(source, settings, split), settings.anchor_language,
+                             settings.language_list)
+            n = sg.groups.height
+            sg, m = drop_leaks(sg, index)
+            matched.append(m)
+            stats["groups"] += sg.groups.height
+            stats["groups_leaked"] += n - sg.groups.height
+            for lang, text in sg.texts.items():
+                part = sg.groups.select("group_id", pl.lit(split).alias("split"), text.alias("text"), "role",
+                                        "source_row", "negative_group_id")
+                writes.append(pool.submit(part.write_parquet, folder / f"lang={lang}" / f"part-{split}.parquet"))
+            if settings.single_pairs:
+                singles.append(single_pairs(sg, settings.seed))
+        tables = {"xnli_groups": "xnli_groups", "leakage": "leakage.parquet"}
+        if settings.single_pairs:
+            pairs = pl.concat(singles)
+            writes.append(pool.submit(pairs.write_parquet, out / "xnli_single_pairs.parquet"))
+            tables["xnli_single_pairs"] = "xnli_single_pairs.parquet"
+            stats["single_pairs"] = pairs.height
+        for w in writes:
+            w.result()
+    leak = leakage_counts("xnli_groups", pl.concat(matched) if matched else pl.DataFrame())
     leak.write_parquet(out / "leakage.parquet")
-    if settings.single_pairs:
-        pairs = single_pairs(groups, settings.seed)
-        pairs.write_parquet(out / "xnli_single_pairs.parquet")
-        tables["xnli_single_pairs"] = "xnli_single_pairs.parquet"
-        stats["single_pairs"] = pairs.height
     log.info("xnli_groups: %d groups (%d removed for leakage) in %s", stats["groups"], stats["groups_leaked"],
              ", ".join(settings.language_list))
     return StageResult(tables=tables, stats=stats)
