@@ -8,6 +8,7 @@ from conftest import SAMPLE
 
 from pipelines.benchmarks import EvalSetsSettings, build_eval_sets
 
+
 def test_eval_sets_read_all_three_formats(tmp_path: Path) -> None:
     r = build_eval_sets(EvalSetsSettings(), tmp_path, SAMPLE / "eval" / "tatoeba", SAMPLE / "eval" / "sts",
                         SAMPLE / "eval" / "clustering")

@@ -165,6 +165,8 @@ class BottomK:
                 head = self._drop_wrong_language(pl_key, head)
             self._merge(pl_key, head.select(list(self.BEST_SCHEMA)))
             df = self._below_threshold(pl_key, df)
+        if pl_key in self.best:
+            self.best[pl_key] = compact(self.best[pl_key])
 
     def _below_threshold(self, pl_key: tuple[str, str], df: pl.DataFrame) -> pl.DataFrame:
         """A pair must beat the k-th smallest key of a full selection to enter it."""
@@ -235,6 +237,17 @@ class BottomK:
             rows.append(row)
         schema = {"pivot_lang": pl.Utf8, "lang": pl.Utf8, "quota": pl.Int64, **dict.fromkeys(COUNT_COLUMNS, pl.Int64)}
         return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def compact(df: pl.DataFrame) -> pl.DataFrame:
+    """A copy whose string columns own their bytes.
+
+    polars' string columns are views into data buffers; filtering or gathering keeps the views and with them the whole
+    buffers of the chunk the rows came from, so a selection holding a few rows of every chunk would keep every chunk
+    alive and memory would grow with the input. Going through Arrow's contiguous string layout copies just the bytes
+    in use (a few MB per language per chunk).
+    """
+    return pl.from_arrow(df.to_arrow(compat_level=pl.CompatLevel.oldest()))  # type: ignore[return-value]
 
 
 def langid_agrees(text: str, lang: str, keep_unknown: bool) -> bool:
