@@ -18,9 +18,21 @@ import polars as pl
 
 XNLI_LANGS = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 _VOCAB = {
-    "en": ["the", "a", "of", "house", "river", "city", "people", "music", "water", "light", "over", "under", "between", "quickly", "never", "always", "big", "small", "green", "old", "new", "tree", "road", "night", "morning", "window", "teacher", "children", "letter", "garden"],
-    "de": ["das", "ein", "der", "Haus", "Fluss", "Stadt", "Leute", "Musik", "Wasser", "Licht", "über", "unter", "zwischen", "schnell", "nie", "immer", "groß", "klein", "grün", "alt", "neu", "Baum", "Straße", "Nacht", "Morgen", "Fenster", "Lehrer", "Kinder", "Brief", "Garten"],
-    "ru": ["дом", "река", "город", "люди", "музыка", "вода", "свет", "над", "под", "между", "быстро", "никогда", "всегда", "большой", "маленький", "зелёный", "старый", "новый", "дерево", "дорога", "ночь", "утро", "окно", "учитель", "дети", "письмо", "сад"],
+    "en": [
+        "the", "a", "of", "house", "river", "city", "people", "music", "water", "light", "over", "under", "between",
+        "quickly", "never", "always", "big", "small", "green", "old", "new", "tree", "road", "night", "morning",
+        "window", "teacher", "children", "letter", "garden"
+    ],
+    "de": [
+        "das", "ein", "der", "Haus", "Fluss", "Stadt", "Leute", "Musik", "Wasser", "Licht", "über", "unter",
+        "zwischen", "schnell", "nie", "immer", "groß", "klein", "grün", "alt", "neu", "Baum", "Straße", "Nacht",
+        "Morgen", "Fenster", "Lehrer", "Kinder", "Brief", "Garten"
+    ],
+    "ru": [
+        "дом", "река", "город", "люди", "музыка", "вода", "свет", "над", "под", "между", "быстро", "никогда",
+        "всегда", "большой", "маленький", "зелёный", "старый", "новый", "дерево", "дорога", "ночь", "утро", "окно",
+        "учитель", "дети", "письмо", "сад"
+    ],
 }
 
 

@@ -34,7 +34,10 @@ def _write(folder: Path, name: str, src: str, tgt: str, pairs: list[tuple[str, s
 def _messy_pairs(n: int, seed: int) -> list[tuple[str, str]]:
     """Pairs with exact and normalised duplicates, blanks, short, long and unbalanced pairs."""
     rnd = random.Random(seed)
-    words = ["alpha", "beta", "gamma", "delta", "house", "river", "city", "music", "light", "tree", "road", "night", "window"]
+    words = [
+        "alpha", "beta", "gamma", "delta", "house", "river", "city", "music", "light", "tree", "road", "night",
+        "window"
+    ]
     base = []
     for i in range(n // 3):
         k = rnd.randint(3, 9)
