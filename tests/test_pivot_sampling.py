@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from conftest import SAMPLE
 
-from pipelines.bitext.sampling import BitextSettings, build_pairs, orient, quotas, select_pairs
+from pipelines.bitext.sampling import BitextSettings, BottomK, build_pairs, orient, quotas, select_pairs
 from pipelines.bitext.sources import MosesSource
 from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
 from pipelines.text_normalise import normalise, normalise_series
@@ -90,6 +90,20 @@ def test_streaming_selection_equals_brute_force_for_any_chunking_and_order(tmp_p
     assert row["too_short"] > 0 and row["too_long"] > 0
     assert sum(row[c] for c in ("blank", "too_short", "too_long", "length_ratio", "leaked", "wrong_language",
                                 "duplicate", "not_selected", "kept")) == row["read"]
+
+
+def test_reserve_exhausted_by_normalised_duplicates_falls_back_to_exact(tmp_path: Path, monkeypatch,
+                                                                       caplog) -> None:
+    base = [(f"the river number {i} flows.", f"der Fluss Nummer {i} fließt.") for i in range(400)]
+    forms = (str, str.upper, str.title, lambda t: t.replace(".", "!"), lambda t: t.replace(" ", "  "))
+    variants = [(f(en), de) for f in forms for en, de in base]  # 5 raw forms of each pair, one normalised form
+    s = BitextSettings(pivots=["en"], quota_per_language=350)
+    monkeypatch.setattr(BottomK, "RESERVE_MIN", 0)  # reserve 525 raw keys: ~310 distinct pairs after normalising
+    with caplog.at_level("WARNING", logger="polysent.pipelines.bitext"):
+        got, counts, _, _ = select_pairs(s, [_write(tmp_path, "c", "en", "de", variants)], progress=False)
+    assert "reading again with exact streaming refinement" in caplog.text
+    assert set(got.select("pivot_text", "text").iter_rows()) == _reference(variants, s, 350)
+    assert got.height == 350 and counts["duplicate"].sum() > 0
 
 
 def test_sample_bitext_pivots_quotas_and_seed(tmp_path: Path) -> None:

@@ -103,13 +103,24 @@ class BottomK:
     """Streaming seeded bottom-k selection per (pivot, language), with de-duplication on normalised texts."""
 
     SLICE = 50_000
+    RESERVE_MIN = 1000  # extra candidates kept beyond the quota, at least
     BEST_SCHEMA: ClassVar[dict[str, Any]] = {
         "key": pl.UInt64, "pivot_text": pl.Utf8, "text": pl.Utf8, "origin": pl.Utf8, "line": pl.Int64,
         "nkey": pl.UInt64}
 
     def __init__(self, settings: BitextSettings, quota: dict[tuple[str, str], int] | None,
-                 index: EvalTextIndex) -> None:
-        """``quota``: per (pivot, language); None: ``settings.quota_per_language`` for every language met."""
+                 index: EvalTextIndex, exact: bool = False) -> None:
+        """``quota``: per (pivot, language); None: ``settings.quota_per_language`` for every language met.
+
+        By default candidates are only hashed while reading: each language keeps a reserve of the 1.5 × quota
+        smallest distinct raw keys, and ``finish`` refines the reserve (normalise, guard, de-duplicate) — so pairs
+        displaced later are never normalised. Should normalised duplicates, leaks and wrong-language pairs eat the
+        whole reserve, ``finish`` says which languages fell short and the caller reruns with ``exact=True``, which
+        refines every chunk as it arrives (same result, more normalising).
+        """
+        self.exact = exact
+        self.raw: dict[tuple[str, str], pl.DataFrame] = {}
+        self.truncated: Counter[tuple[str, str]] = Counter()
         self.s = settings
         self.quota: dict[tuple[str, str], int] = dict(quota) if quota is not None else {}
         self.fixed_quota = None if quota is not None else settings.quota_per_language
@@ -117,6 +128,7 @@ class BottomK:
         self.best: dict[tuple[str, str], pl.DataFrame] = {}
         self.counts: Counter[tuple[str, str, str]] = Counter()
         self.leaked: list[pl.DataFrame] = []
+        self.reader_stats: Counter[str] = Counter()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="normalise")  # polars kernels free the GIL
 
     def add(self, chunk: pl.DataFrame) -> None:
@@ -152,8 +164,47 @@ class BottomK:
         df = df.with_columns(df.select("pivot_text", "text").hash_rows(seed=s.seed).alias("key"))
         if s.leakage_scan == "all" and len(self.index):
             df = self._drop_leaks(pl_key, self._normalised(pl_key, df))
-        # candidates in increasing key order, a slice at a time: after each slice the threshold tightens, so only
-        # about quota (+ duplicates) pairs per language are ever normalised, however large the chunk
+        if self.exact:
+            self._refine(pl_key, df)
+            if pl_key in self.best:
+                self.best[pl_key] = compact(self.best[pl_key])
+        else:
+            self._buffer(pl_key, df)
+
+    def _buffer(self, pl_key: tuple[str, str], df: pl.DataFrame) -> None:
+        """Keep the ``reserve`` smallest distinct raw keys (exact duplicates share a key and are counted here)."""
+        reserve = self._reserve(pl_key)
+        old = self.raw.get(pl_key)
+        if old is not None and old.height >= reserve:
+            kept = df.filter(pl.col("key") < old["key"][-1])
+            self.truncated[pl_key] |= kept.height < df.height
+            df = kept
+        pool = (df if old is None else pl.concat([old, df], how="diagonal_relaxed")).sort("key", maintain_order=True)
+        distinct = pool.unique(subset=["key"], keep="first", maintain_order=True)
+        self.counts[(*pl_key, "duplicate")] += pool.height - distinct.height
+        self.truncated[pl_key] |= distinct.height > reserve
+        self.raw[pl_key] = compact(distinct.head(reserve))
+
+    def _reserve(self, pl_key: tuple[str, str]) -> int:
+        q = self.quota.get(pl_key, 0)
+        return q + max(q // 2, self.RESERVE_MIN)
+
+    def finish(self) -> list[tuple[str, str]]:
+        """Refine the buffered candidates; the languages whose reserve ran out before their quota was met."""
+        short = []
+        for pl_key, raw in sorted(self.raw.items()):
+            self._refine(pl_key, raw)
+            best = self.best.get(pl_key)
+            if (0 if best is None else best.height) < self.quota.get(pl_key, 0) and self.truncated[pl_key]:
+                short.append(pl_key)
+        self.raw.clear()
+        return short
+
+    def _refine(self, pl_key: tuple[str, str], df: pl.DataFrame) -> None:
+        """Candidates in increasing key order, a slice at a time, through normalising, the leakage guard, language
+        identification and de-duplication; after each slice the threshold tightens, so about quota (+ duplicates)
+        pairs per language are normalised however large the input."""
+        s = self.s
         df = self._below_threshold(pl_key, df).sort("key", maintain_order=True)
         while not df.is_empty():
             head, df = df.head(self.SLICE), df.slice(self.SLICE)
@@ -165,8 +216,6 @@ class BottomK:
                 head = self._drop_wrong_language(pl_key, head)
             self._merge(pl_key, head.select(list(self.BEST_SCHEMA)))
             df = self._below_threshold(pl_key, df)
-        if pl_key in self.best:
-            self.best[pl_key] = compact(self.best[pl_key])
 
     def _below_threshold(self, pl_key: tuple[str, str], df: pl.DataFrame) -> pl.DataFrame:
         """A pair must beat the k-th smallest key of a full selection to enter it."""
@@ -283,14 +332,12 @@ def select_pairs(settings: BitextSettings, sources: Iterable[Any], index: EvalTe
         quota = quotas(settings, counts)
         log.info("bitext: proportional quotas (T=%g): %s", settings.temperature,
                  ", ".join(f"{p}-{lang} {q}/{counts[(p, lang)]}" for (p, lang), q in sorted(quota.items())))
-    sel = BottomK(settings, quota, index)
-    reader_stats: Counter[str] = Counter()
-    bar = _progress(progress)
-    for src in sources:
-        for chunk in prefetch(iter_chunks(src, settings.pivots, settings.chunk_rows, reader_stats)):
-            sel.add(chunk)
-            bar.update(chunk.height)
-    bar.close()
+    sel, short = _run(BottomK(settings, quota, index), sources, settings, progress)
+    if short:
+        log.warning("bitext: duplicates, leaks or wrong-language pairs used up the candidate reserve of %s; "
+                    "reading again with exact streaming refinement", ", ".join(f"{p}-{lang}" for p, lang in short))
+        sel, _ = _run(BottomK(settings, quota, index, exact=True), sources, settings, progress)
+    reader_stats = sel.reader_stats
     seconds = time.perf_counter() - t0
     pairs = sel.result()
     table = sel.count_table()
@@ -300,6 +347,17 @@ def select_pairs(settings: BitextSettings, sources: Iterable[Any], index: EvalTe
     for c in COUNT_COLUMNS[1:-2]:
         stats[c] = int(table[c].sum())
     return pairs, table, leakage_counts("bitext_pairs", sel.leaked_units()), stats
+
+
+def _run(sel: BottomK, sources: list[Any], settings: BitextSettings,
+         progress: bool) -> tuple[BottomK, list[tuple[str, str]]]:
+    bar = _progress(progress)
+    for src in sources:
+        for chunk in prefetch(iter_chunks(src, settings.pivots, settings.chunk_rows, sel.reader_stats)):
+            sel.add(chunk)
+            bar.update(chunk.height)
+    bar.close()
+    return sel, sel.finish()
 
 
 def _progress(enabled: bool) -> Any:
