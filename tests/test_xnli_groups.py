@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -9,6 +10,7 @@ import pytest
 from conftest import SAMPLE
 
 from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
+from pipelines.nli.sources import NliFileSource
 from pipelines.nli.triples import NliTripleSettings, build_triples
 from pipelines.xnli.groups import LANGUAGE_PRESETS, XnliSettings, build_groups
 from pipelines.xnli.sources import XNLI_LANGUAGES, XnliSource
@@ -130,3 +132,28 @@ def test_real_xnli_all_15_languages(tmp_path: Path, shared_data: Path) -> None:
                                                                                              | set(en["h"]))
     sp = pl.read_parquet(tmp_path / "xnli_single_pairs.parquet")
     assert sp.height == 7 * r.stats["groups"]
+
+
+def test_nli_triples_from_english_files_share_meaning_ids(tmp_path: Path) -> None:
+    snli = tmp_path / "snli_1.0_dev.jsonl"
+    rows = [("c1", "A man plays a guitar on stage.", "A man is making music.", "entailment"),
+            ("c1", "A man plays a guitar on stage.", "A person performs.", "entailment"),
+            ("c1", "A man plays a guitar on stage.", "A man is sleeping at home.", "contradiction"),
+            ("c1", "A man plays a guitar on stage.", "The man is famous.", "neutral"),
+            ("c2", "Two dogs run in the snow.", "Animals are outside.", "entailment"),
+            ("c2", "Two dogs run in the snow.", "Nobody is outside.", "-")]
+    snli.write_text("".join(json.dumps({"captionID": c, "sentence1": p, "sentence2": h, "gold_label": lab,
+                                        "pairID": f"{c}-{i}"}) + "\n" for i, (c, p, h, lab) in enumerate(rows)),
+                    encoding="utf-8")
+    csv = tmp_path / "nli_for_simcse.csv"
+    csv.write_text('sent0,sent1,hard_neg\n"A man plays a guitar on stage!",A man is making music.,"No, he is not."\n',
+                   encoding="utf-8")
+    files = [NliFileSource(name="snli", format="jsonl", path=snli),
+             NliFileSource(name="simcse", format="simcse_csv", path=csv)]
+    r = build_triples(NliTripleSettings(xnli_split=None), None, files, EvalTextIndex.empty(), tmp_path)
+    t = pl.read_parquet(tmp_path / "nli_triples").sort("triple_id")
+    assert r.stats == {"snli_triples": 2, "simcse_triples": 1, "triples": 3, "triples_leaked": 0,
+                       "triples_english": 3}
+    assert t.filter(pl.col("source") == "snli")["hard_neg"].to_list() == ["A man is sleeping at home."] * 2
+    # both SNLI hypotheses of caption c1 and the SimCSE row with the same premise (after normalising) share a meaning
+    assert t["meaning_id"].n_unique() == 1

@@ -27,7 +27,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipelines.leakage import EvalTextIndex, leakage_counts
-from pipelines.nli.readers import pairs_to_triples, read_nli_pairs, read_nli_triplets
+from pipelines.nli.readers import read_nli_triplets
 from pipelines.nli.sources import NliFileSource
 from pipelines.partitioned import write_partitioned
 from pipelines.text_normalise import normalise_series
@@ -125,20 +125,12 @@ def xnli_triples(settings: NliTripleSettings, frames: dict[str, pl.DataFrame], s
 
 
 def file_triples(src: NliFileSource) -> tuple[pl.DataFrame, dict[str, int]]:
-    if src.format == "simcse_csv" or (src.format == "hub" and src.config == "triplet"):
-        t = read_nli_triplets(src)
-        pairs_read = None
-    else:
-        pairs = read_nli_pairs(src)
-        pairs_read = pairs.height
-        t = pairs_to_triples(pairs).rename({"premise": "sent0", "entailment": "sent1", "contradiction": "hard_neg"})
+    """English triples from one NLI file or hub dataset (pairs are regrouped by premise, SimCSE's construction)."""
+    t = read_nli_triplets(src)
     t = t.with_columns(meaning_ids(t["sent0"]), pl.lit("english").alias("strategy"), pl.lit(src.name).alias("source"),
                        pl.lit("en").alias("sent0_lang"), pl.lit("en").alias("sent1_lang"),
                        pl.lit("en").alias("hard_neg_lang"), pl.col("line").cast(pl.Int64))
-    stats = {f"{src.name}_triples": t.height}
-    if pairs_read is not None:
-        stats[f"{src.name}_pairs"] = pairs_read
-    return t, stats
+    return t, {f"{src.name}_triples": t.height}
 
 
 def drop_leaks(t: pl.DataFrame, index: EvalTextIndex) -> tuple[pl.DataFrame, pl.DataFrame]:
