@@ -14,6 +14,7 @@ rest runs as polars string kernels. The scalar ``normalise`` goes through the sa
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
 from functools import cache
 
@@ -29,16 +30,17 @@ _FAST_PATH_MIN = 20_000  # below this, computing the character class is not wort
 def nfkc_unstable_class() -> str:
     """A regex character class of every code point NFKC may change or combine with what precedes it."""
     flagged = set(range(0x1160, 0x1200)) | set(range(0xD7B0, 0xD800))  # Hangul V/T jamo compose algorithmically
-    for cp in range(0x110000):
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
+    # planes 4-13 are unassigned and 15-16 private use: no mappings, no combining marks there
+    for cp in itertools.chain(range(0xD800), range(0xE000, 0x40000), range(0xE0000, 0xF0000)):
         ch = chr(cp)
-        if unicodedata.combining(ch) or unicodedata.normalize("NFKC", ch) != ch:
+        if unicodedata.combining(ch):
             flagged.add(cp)
-        d = unicodedata.decomposition(ch)
-        if d and not d.startswith("<"):
+        d = unicodedata.decomposition(ch)  # NFKC can only change a character that has a decomposition mapping
+        if d:
+            if unicodedata.normalize("NFKC", ch) != ch:
+                flagged.add(cp)
             parts = d.split()
-            if len(parts) == 2:
+            if not d.startswith("<") and len(parts) == 2:
                 flagged.add(int(parts[1], 16))  # may compose with the character before it
     ranges: list[list[int]] = []
     for cp in sorted(flagged):

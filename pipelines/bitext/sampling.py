@@ -179,11 +179,13 @@ class BottomK:
             kept = df.filter(pl.col("key") < old["key"][-1])
             self.truncated[pl_key] |= kept.height < df.height
             df = kept
-        pool = (df if old is None else pl.concat([old, df], how="diagonal_relaxed")).sort("key", maintain_order=True)
-        distinct = pool.unique(subset=["key"], keep="first", maintain_order=True)
-        self.counts[(*pl_key, "duplicate")] += pool.height - distinct.height
-        self.truncated[pl_key] |= distinct.height > reserve
-        self.raw[pl_key] = compact(distinct.head(reserve))
+        pool = df if old is None else pl.concat([old, df], how="diagonal_relaxed")
+        # order (key, reading order) on two integer columns only, then gather the few rows kept
+        order = pool.select("key", pl.int_range(pl.len(), dtype=pl.UInt32).alias("_i")).sort("key", "_i")
+        first = order.unique(subset=["key"], keep="first", maintain_order=True)
+        self.counts[(*pl_key, "duplicate")] += order.height - first.height
+        self.truncated[pl_key] |= first.height > reserve
+        self.raw[pl_key] = compact(pool[first["_i"].head(reserve)])
 
     def _reserve(self, pl_key: tuple[str, str]) -> int:
         q = self.quota.get(pl_key, 0)
