@@ -30,8 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 PAIR_LANGS = [("en", "de"), ("en", "ru"), ("es", "de"), ("es", "ru")]
 
 _CHILD_GROUPS = """
-import json, resource, sys, time, tempfile
+import json, sys, time, tempfile
 from pathlib import Path
+from bench.translation_corpora import peak_rss
 from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
 from pipelines.xnli.groups import XnliSettings, build_groups
 from pipelines.xnli.sources import XnliSource
@@ -43,13 +44,14 @@ with tempfile.TemporaryDirectory() as out:
     r = build_groups(XnliSettings(languages="all", splits=["train"]), XnliSource(format="xnli_mt", path=Path(src)),
                      index, Path(out))
 s = time.perf_counter() - t0
-print(json.dumps({"seconds": s, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+print(json.dumps({"seconds": s, "rss": peak_rss(),
                   "groups": r.stats["groups"], "leaked": r.stats["groups_leaked"]}))
 """
 
 _CHILD_PIVOT = """
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
+from bench.translation_corpora import peak_rss
 from pipelines.bitext.sampling import BitextSettings, select_pairs
 from pipelines.bitext.sources import MosesSource, ParquetSource
 kind, folder, quota = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
@@ -62,9 +64,20 @@ else:
 t0 = time.perf_counter()
 pairs, counts, _, stats = select_pairs(BitextSettings(quota_per_language=quota), sources, progress=False)
 s = time.perf_counter() - t0
-print(json.dumps({"seconds": s, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+print(json.dumps({"seconds": s, "rss": peak_rss(),
                   "read": stats["read"], "kept": pairs.height}))
 """
+
+
+def peak_rss() -> int:
+    """This process's peak resident set in bytes: ``VmHWM``, which starts afresh at exec. (``ru_maxrss`` does not:
+    Linux carries it across fork and exec, so a child of a big parent would report the parent's peak.)"""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _child(code: str, *args: str) -> dict:

@@ -8,10 +8,13 @@ temperature T, q_l = ⌊total · n_l^{1/T} / Σ_m n_m^{1/T}⌋ capped at n_l (T 
 Selection is a seeded **bottom-k**: each pair gets a 64-bit key, a seeded hash of its raw texts, and a language's
 selection is the ``quota`` smallest keys among the pairs that pass the filters, counting pairs with the same normalised
 texts once (the member with the smallest key stands for its group). That definition does not depend on file order or
-on how the input is chunked, needs no shuffle of everything in memory, and streams: the stage keeps only the current
-best ``quota`` pairs per language, and a new pair whose key is not below the current k-th key can never be selected, so
-the costly per-pair work (normalising, the leakage guard, language identification) runs on those few candidates only.
-Memory is one input chunk plus the selections, flat in the input size.
+on how the input is chunked, needs no shuffle of everything in memory, and streams. While reading, a pair costs a
+length check and a hash: each language keeps a reserve of the 1.5 × quota smallest distinct keys (exact duplicates share
+a key), and a pair whose key does not beat the reserve's largest can never be selected. At the end the reserve is
+refined in key order — normalising, the leakage guard, language identification, normalised de-duplication — until the
+quota is met, so only about quota pairs per language are ever normalised. If those filters use up a reserve (heavy
+near-duplication), the stage reads again refining every chunk as it comes: same result, more work. Memory is two input
+chunks plus the reserves (their strings compacted so they do not pin the chunks' buffers), flat in the input size.
 
 Filters, in order: blank side; length in characters; length ratio; then, on candidates, the leakage guard
 (``pipelines.leakage``), optional language identification with pycld2 (the detector polyglot uses), and exact +
