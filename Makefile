@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: pipeline plan test test-all bench lint clean setup
+.PHONY: pipeline plan test test-all bench bench-corpora lint clean setup
 
 setup: $(STAMP)
 
@@ -43,6 +43,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.noop_rerun
+
+# translation corpora at paper scale: writes ~5 GB of synthetic inputs under data/bench-inputs (minutes)
+bench-corpora: $(STAMP)
+	$(BIN)/python -m bench.translation_corpora
 
 clean:
 	rm -rf data .prefect .pytest_cache .ruff_cache
