@@ -51,6 +51,8 @@ class NliTripleSettings(BaseModel):
     languages: list[str] | str = Field("all", description=f"a list, or a preset: {', '.join(LANGUAGE_PRESETS)}")
     english: bool = True
     cross_lingual: Literal["paper", "code", "none"] = "paper"
+    max_boundary_mismatch: float = Field(0.0, ge=0.0, le=1.0,
+                                         description="fraction of rows whose premise boundaries may disagree")
     seed: int = 13
 
     @field_validator("languages")
@@ -152,7 +154,7 @@ def build_triples(settings: NliTripleSettings, xnli: XnliSource | None, files: l
         assert isinstance(langs, list)
         read = langs if "en" in langs else ["en", *langs]
         tables = read_xnli(xnli, settings.xnli_split, read)
-        verify_alignment(tables, "en")
+        verify_alignment(tables, "en", max_boundary_mismatch=settings.max_boundary_mismatch)
         t, st = xnli_triples(settings, {lang: tb.frame for lang, tb in tables.items()}, settings.xnli_split,
                              tables["en"].origin)
         parts.append(t)

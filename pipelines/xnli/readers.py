@@ -402,5 +402,6 @@ def verify_alignment(tables: dict[str, XnliLanguage], anchor: str, max_boundary_
             msg = (f"{_where(t, i)} {what} a new premise but {_where(ref, i)} {'does' if ref_bounds[i] else 'does not'}"
                    f"; {count} of {df.height} rows ({fraction:.2%}) disagree on premise boundaries")
             if fraction > max_boundary_mismatch:
-                raise XnliFormatError(f"{msg} (allowed: {max_boundary_mismatch:.2%}); the files are not row-aligned")
+                raise XnliFormatError(f"{msg} (allowed: {max_boundary_mismatch:.2%}; the node's "
+                                      "max_boundary_mismatch setting raises it); the files are not row-aligned")
             log.warning("%s", msg)
