@@ -173,3 +173,13 @@ def test_normalise_is_one_function() -> None:
     assert normalise("Hello,  WORLD!") == normalise("hello world") == "hello world"
     assert normalise("１２３ Ａｂｃ。") == "123 abc"
     assert normalise_series(pl.Series(["Straße — «Haus»"])).to_list() == [normalise("straße haus")]
+
+
+def test_cjk_lengths_are_weighted_for_the_ratio_filter(tmp_path: Path) -> None:
+    pairs = [("The weather is nice today, so we are going to the park.", "今天天气很好，所以我们去公园。"),
+             ("The weather is nice today, so we are going to the park.", "好。")]
+    for lang in ("zh", "de"):  # the same text under a Latin-script code is judged on plain characters
+        got, counts, _, _ = select_pairs(BitextSettings(pivots=["en"]), [_write(tmp_path / lang, "c", "en", lang,
+                                                                                pairs)], progress=False)
+        assert counts["length_ratio"].sum() == (1 if lang == "zh" else 2)
+        assert got.height == (1 if lang == "zh" else 0)

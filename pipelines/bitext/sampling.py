@@ -16,12 +16,12 @@ quota is met, so only about quota pairs per language are ever normalised. If tho
 near-duplication), the stage reads again refining every chunk as it comes: same result, more work. Memory is two input
 chunks plus the reserves (their strings compacted so they do not pin the chunks' buffers), flat in the input size.
 
-Filters, in order: blank side; length in characters; length ratio; then, on candidates, the leakage guard
-(``pipelines.leakage``), optional language identification with pycld2 (the detector polyglot uses), and exact +
-normalised de-duplication. Counts of everything dropped go to the ``bitext_filter_counts`` table; blank, length and
-ratio counts cover every pair read, the candidate-stage counts cover the pairs that reached that stage (set
-``leakage_scan: all`` to run the leakage guard on every pair and get a full census, at the cost of normalising
-everything).
+Filters, in order: blank side; length in characters (Han, kana and Hangul count 3: ``text_length``); length ratio;
+then, on candidates, the leakage guard (``pipelines.leakage``), optional language identification with pycld2 (the
+detector polyglot uses), and exact + normalised de-duplication. Counts of everything dropped go to the
+``bitext_filter_counts`` table; blank, length and ratio counts cover every pair read, the candidate-stage counts cover
+the pairs that reached that stage (set ``leakage_scan: all`` to run the leakage guard on every pair and get a full
+census, at the cost of normalising everything).
 
 The key is polars' seeded row hash: reproducible for a given polars version (recorded in the stage stats), not
 guaranteed across polars releases.
@@ -50,7 +50,7 @@ from pipelines.text_normalise import normalise_series
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.bitext")
-STAGE_VERSION = "2"
+STAGE_VERSION = "3"  # 3: CJK-weighted lengths
 COUNT_COLUMNS = ("read", "blank", "too_short", "too_long", "length_ratio", "leaked", "wrong_language", "duplicate",
                  "not_selected", "kept")
 
@@ -80,6 +80,24 @@ class BitextSettings(BaseModel):
         for p in self.pivots:
             check_language(p, "corpora.bitext_pairs.pivots")
         return self
+
+
+# -- lengths ----------------------------------------------------------------------------------------------------
+DENSE_SCRIPT_LANGUAGES = frozenset({"zh", "ja", "yue", "wuu", "lzh", "cmn", "jpn", "zho", "ko", "kor"})
+_DENSE = r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]"
+
+
+def text_length(column: str, lang: str) -> pl.Expr:
+    """Length for the length and ratio filters: characters, with a Han, kana or Hangul character counted as 3.
+
+    A Chinese sentence has about a third as many characters as its English translation, so plain character ratios
+    drop most en-zh pairs (on NTREX-128, 909 of 1,997 at ratio 3). Weighted, the lengths of translations agree
+    across scripts; the regex runs only for languages written in those scripts.
+    """
+    n = pl.col(column).str.len_chars()
+    if lang.replace("_", "-").split("-")[0].lower() in DENSE_SCRIPT_LANGUAGES:
+        return n + 2 * pl.col(column).str.count_matches(_DENSE)
+    return n
 
 
 # -- quotas -----------------------------------------------------------------------------------------------------
@@ -152,8 +170,7 @@ class BottomK:
         s, c = self.s, self.counts
         pivot, lang = pl_key
         c[(pivot, lang, "read")] += df.height
-        plen, tlen = pl.col("pivot_text").str.len_chars(), pl.col("text").str.len_chars()
-        lens = df.select(plen.alias("a"), tlen.alias("b"))
+        lens = df.select(text_length("pivot_text", pivot).alias("a"), text_length("text", lang).alias("b"))
         short, long_ = pl.min_horizontal("a", "b"), pl.max_horizontal("a", "b")
         flags = lens.select((short == 0).alias("blank"), short.lt(s.min_chars).alias("short"),
                             long_.gt(s.max_chars).alias("long"), long_.gt(s.max_length_ratio * short).alias("ratio"))
