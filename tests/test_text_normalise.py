@@ -8,7 +8,7 @@ import unicodedata
 
 import polars as pl
 
-from pipelines.text_normalise import nfkc_series, nfkc_unstable_class, normalise, normalise_series
+from pipelines.text_normalise import _SEPARATORS, nfkc_series, nfkc_unstable_class, normalise, normalise_series
 
 
 def test_characters_outside_the_class_are_nfkc_stable_in_context() -> None:
@@ -38,3 +38,12 @@ def test_normalise_examples_and_forms_agree() -> None:
     assert normalise("GROSSMUTTER") == normalise("Großmutter")
     texts = ["Straße — «Haus»", "ＡＢＣ", "a\tb\u00a0c", "", "...", "ﬁ"] * 5000
     assert normalise_series(pl.Series(texts)).to_list() == [normalise(t) for t in texts[:6]] * 5000
+
+
+def test_one_pass_separators_equal_two_passes() -> None:
+    rnd = random.Random(1)
+    alphabet = ["a", "b", "é", " ", "  ", "\t", "\u00a0", ",", "!", "—", "«", "»", "_", "$", "…", "\n", "x1"]
+    texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 14))) for _ in range(20_000)]
+    s = pl.Series(texts)
+    two = s.str.replace_all(r"[\p{P}\p{S}_]+", " ").str.replace_all(r"\s\s+|[^\S ]", " ")
+    assert s.str.replace_all(_SEPARATORS, " ").to_list() == two.to_list()
