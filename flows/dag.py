@@ -49,6 +49,23 @@ def canonical(settings: Any) -> dict[str, Any]:
     return _jsonable(settings)
 
 
+def portable(settings: Any) -> Any:
+    """``canonical`` with every path cut to its file name: where a file lives is not part of a cache key (its content
+    enters through ``Node.files``), so a moved checkout or data folder keeps its cache."""
+    def cut(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {str(k): cut(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return [cut(v) for v in obj]
+        if isinstance(obj, Path):
+            return obj.name
+        return obj
+
+    if isinstance(settings, BaseModel):
+        return _jsonable(cut(settings.model_dump(mode="python")))
+    return canonical(settings)
+
+
 def _jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
@@ -103,7 +120,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
     # every corpus node takes the same leakage guard: its evaluation files enter each node's cache key
     leak = cfg.corpora.leakage
     leak_files = leak.files() if leak.eval_sets else {}
-    leak_cfg = canonical(leak)
+    leak_cfg = portable(leak)
 
     def leakage_index() -> Any:
         from pipelines.leakage import EvalTextIndex
@@ -122,7 +139,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
         from pipelines.xnli.groups import STAGE_VERSION as XNLI_V
 
         add(Node("xnli_groups", "xnli_groups", XNLI_V,
-                 {"settings": canonical(xs), "source": canonical(xsrc), "leakage": leak_cfg}, run_xnli,
+                 {"settings": canonical(xs), "source": portable(xsrc), "leakage": leak_cfg}, run_xnli,
                  files={**xsrc.files(xs.splits, xs.read_languages()), **leak_files}))
         corpus_tables["xnli_groups"] = "xnli_groups"
 
@@ -144,8 +161,8 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
             files.update(xnli_for_triples.files([nt.xnli_split], sorted({"en", *nt.languages})))
         files.update({f"nli/{f.name}/{f.path.name}": f.path for f in nli_files if f.path is not None})
         add(Node("nli_triples", "nli_triples", NLI_V,
-                 {"settings": canonical(nt), "xnli": canonical(xnli_for_triples) if xnli_for_triples else None,
-                  "files": [canonical(f) for f in nli_files], "leakage": leak_cfg}, run_triples, files=files))
+                 {"settings": canonical(nt), "xnli": portable(xnli_for_triples) if xnli_for_triples else None,
+                  "files": [portable(f) for f in nli_files], "leakage": leak_cfg}, run_triples, files=files))
         corpus_tables["nli_triples"] = "nli_triples"
 
     if src.bitext:
@@ -163,7 +180,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
         for i, b in enumerate(bitext_sources):
             files.update({f"bitext/{i}/{k}": p for k, p in source_files(b).items()})
         add(Node("bitext_pairs", "bitext_pairs", BT_V,
-                 {"settings": canonical(cfg.corpora.bitext_pairs), "sources": [canonical(b) for b in bitext_sources],
+                 {"settings": canonical(cfg.corpora.bitext_pairs), "sources": [portable(b) for b in bitext_sources],
                   "leakage": leak_cfg}, run_bitext, files=files))
         corpus_tables["bitext_pairs"] = "bitext_pairs"
 

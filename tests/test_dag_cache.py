@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import tiny_config_dict, write_config
+from conftest import REPO, tiny_config_dict, write_config
 
 from flows.config import load_config
+from flows.dag import build_dag
 from flows.nodes import execute_local, plan
 from flows.run import run_pipeline
 from warehouse.artifacts import ArtifactStore
@@ -103,3 +105,16 @@ def test_warehouse_views_answer_cross_table_questions(built: Path) -> None:
     assert best[0] == "tiny" and 0 <= best[1] <= 1 and len(best[2]) == 64
     runs = con.execute("select count(*) from runs where status = 'completed'").fetchone()[0]
     assert runs >= 1
+
+
+def test_corpus_keys_do_not_depend_on_where_the_files_live(tmp_path: Path) -> None:
+    keys = []
+    for where in ("a", "b/deeper"):
+        (tmp_path / where).mkdir(parents=True)
+        shutil.copytree(REPO / "sample", tmp_path / where / "sample")
+        shutil.copytree(REPO / "configs", tmp_path / where / "configs")
+        cfg = load_config(tmp_path / where / "configs" / "default.yaml", data_root=tmp_path / where / "data")
+        root = DataRoot.at(cfg.data_root)
+        rows = plan(build_dag(cfg), ArtifactStore(root), FileHashCache(root.catalog / "hashes.json"))
+        keys.append({r.node: r.key for r in rows if r.node in ("xnli_groups", "nli_triples", "bitext_pairs")})
+    assert keys[0] == keys[1] and all(keys[0].values())
