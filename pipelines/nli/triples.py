@@ -13,8 +13,8 @@ Every row carries ``meaning_id``, a hash of the normalised English premise: rows
 ``code`` mode) and SNLI's several hypotheses per caption share it, so a batch sampler can keep same-meaning rows from
 being each other's in-batch negatives — the false negatives mSimCSE's README blames for larger batches hurting.
 Examples without a contradiction hypothesis are dropped and counted (the public code substitutes a random
-contradiction, which is no hard negative). Random language choices are a seeded hash of (example, slot), so they are
-reproducible and do not depend on row order.
+contradiction, which is no hard negative). Random language choices are a seeded splitmix64 hash of (example, copy,
+slot): reproducible across library versions and independent of row order.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -30,6 +31,7 @@ from pipelines.leakage import EvalTextIndex, leakage_counts
 from pipelines.nli.readers import read_nli_triplets
 from pipelines.nli.sources import NliFileSource
 from pipelines.partitioned import write_partitioned
+from pipelines.seeded_hash import seeded_hash
 from pipelines.text_normalise import normalise_series
 from pipelines.xnli.groups import LANGUAGE_PRESETS, XnliSettings
 from pipelines.xnli.readers import read_xnli, verify_alignment
@@ -37,7 +39,7 @@ from pipelines.xnli.sources import XnliSource
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.nli")
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: language draws by a version-stable seeded hash
 COLUMNS = ("triple_id", "meaning_id", "strategy", "source", "sent0", "sent0_lang", "sent1", "sent1_lang", "hard_neg",
            "hard_neg_lang", "origin", "line")
 
@@ -77,52 +79,49 @@ def xnli_examples(frames: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
     return ent.filter(pl.col("c_row").is_not_null()).select("row", "c_row", "line"), missing
 
 
-def _pick(keys: pl.DataFrame, seed: int, n_lang: int) -> pl.Series:
-    return (keys.hash_rows(seed=seed) % n_lang).cast(pl.Int64)
-
-
 def xnli_triples(settings: NliTripleSettings, frames: dict[str, pl.DataFrame], split: str,
                  origin: str) -> tuple[pl.DataFrame, dict[str, int]]:
     ex, missing = xnli_examples(frames)
     langs = settings.languages
     assert isinstance(langs, list)
-    # texts per (lang, row): premise and hypothesis columns of every language, as one lookup frame
-    lookup = pl.concat([frames[lang].with_row_index("row").select(
-        pl.lit(lang).alias("lang"), pl.col("row").cast(pl.Int64), "premise", "hypothesis") for lang in frames])
-    en = frames["en"]
-    meaning = meaning_ids(en["premise"].gather(ex["row"].to_numpy()))
-    base = ex.with_columns(pl.col("row").cast(pl.Int64), pl.col("c_row").cast(pl.Int64), meaning)
-    out = []
+    n = frames["en"].height
+    # every language's premises (hypotheses) end to end: row r of language i is at i * n + r (no text is copied)
+    order = list(frames)
+    position = pl.Series(order, dtype=pl.Utf8)
+    premises = pl.concat([frames[lang]["premise"] for lang in order])
+    hypotheses = pl.concat([frames[lang]["hypothesis"] for lang in order])
+    rows, c_rows = ex["row"].cast(pl.Int64).to_numpy(), ex["c_row"].cast(pl.Int64).to_numpy()
+    meaning = meaning_ids(frames["en"]["premise"].gather(rows))
+    parts = []
+
+    def part(strategy: str, idx: np.ndarray, l0: np.ndarray, l1: np.ndarray, l2: np.ndarray) -> pl.DataFrame:
+        """``idx`` picks examples; ``l0``/``l1``/``l2`` are positions in ``order`` of each sentence's language."""
+        r, c = rows[idx], c_rows[idx]
+        return pl.DataFrame({
+            "meaning_id": meaning.gather(idx), "strategy": pl.Series([strategy] * len(idx), dtype=pl.Utf8),
+            "sent0": premises.gather(l0 * n + r), "sent0_lang": position.gather(l0),
+            "sent1": hypotheses.gather(l1 * n + r), "sent1_lang": position.gather(l1),
+            "hard_neg": hypotheses.gather(l2 * n + c), "hard_neg_lang": position.gather(l2),
+            "line": ex["line"].gather(idx).cast(pl.Int64)})
+
+    all_ex = np.arange(ex.height)
     if settings.english:
-        out.append(base.select(
-            "row", "c_row", "meaning_id", "line", pl.lit("english").alias("strategy"),
-            pl.lit("en").alias("sent0_lang"), pl.lit("en").alias("sent1_lang"), pl.lit("en").alias("hard_neg_lang")))
+        en = np.full(ex.height, order.index("en"))
+        parts.append(part("english", all_ex, en, en, en))
     if settings.cross_lingual != "none":
-        lang_s = pl.Series(langs, dtype=pl.Utf8)
-        if settings.cross_lingual == "paper":
-            rows = base.with_columns(pl.lit(-1, pl.Int64).alias("_copy"))
-        else:  # code: the premise in every language
-            rows = base.join(pl.DataFrame({"_copy": range(len(langs))}, schema={"_copy": pl.Int64}), how="cross")
-        picks = {}
-        for slot in ("sent0", "sent1", "hard_neg"):
-            k = rows.select("row", "_copy", pl.lit(slot).alias("slot"))
-            picks[slot] = lang_s.gather(_pick(k, settings.seed, len(langs)).to_numpy())
-        if settings.cross_lingual == "code":
-            picks["sent0"] = lang_s.gather(rows["_copy"].to_numpy())
-        out.append(rows.select("row", "c_row", "meaning_id", "line").with_columns(
-            pl.lit("cross_lingual").alias("strategy"), picks["sent0"].alias("sent0_lang"),
-            picks["sent1"].alias("sent1_lang"), picks["hard_neg"].alias("hard_neg_lang")))
-    if not out:
+        chosen = np.array([order.index(lang) for lang in langs])
+        copies = 1 if settings.cross_lingual == "paper" else len(langs)
+        idx = np.repeat(all_ex, copies)
+        copy = np.tile(np.arange(copies), ex.height)
+        key = rows[idx].astype(np.uint64) * np.uint64(64) + copy.astype(np.uint64)
+        pick = {slot: chosen[(seeded_hash(key, f"{settings.seed}/{split}", slot) % np.uint64(len(langs)))
+                             .astype(np.int64)] for slot in ("sent0", "sent1", "hard_neg")}
+        if settings.cross_lingual == "code":  # the premise in every language
+            pick["sent0"] = chosen[copy]
+        parts.append(part("cross_lingual", idx, pick["sent0"], pick["sent1"], pick["hard_neg"]))
+    if not parts:
         return pl.DataFrame(schema=dict.fromkeys(COLUMNS, pl.Utf8)), {"xnli_no_contradiction": missing}
-    t = pl.concat(out)
-    t = (t.join(lookup.select("lang", "row", pl.col("premise").alias("sent0")),
-                left_on=["sent0_lang", "row"], right_on=["lang", "row"], how="left", maintain_order="left")
-         .join(lookup.select("lang", "row", pl.col("hypothesis").alias("sent1")),
-               left_on=["sent1_lang", "row"], right_on=["lang", "row"], how="left", maintain_order="left")
-         .join(lookup.select("lang", pl.col("row").alias("c_row"), pl.col("hypothesis").alias("hard_neg")),
-               left_on=["hard_neg_lang", "c_row"], right_on=["lang", "c_row"], how="left", maintain_order="left"))
-    t = t.with_columns(pl.lit(f"xnli-{split}").alias("source"), pl.lit(origin).alias("origin"),
-                       pl.col("line").cast(pl.Int64))
+    t = pl.concat(parts).with_columns(pl.lit(f"xnli-{split}").alias("source"), pl.lit(origin).alias("origin"))
     return t, {"xnli_examples": ex.height + missing, "xnli_no_contradiction": missing}
 
 

@@ -20,7 +20,6 @@ grouping even when it is not a member language (the unseen-only study has no Eng
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipelines.language_codes import check_language
 from pipelines.leakage import EvalTextIndex, leakage_counts
+from pipelines.seeded_hash import seeded_hash
 from pipelines.text_normalise import normalise_series
 from pipelines.xnli.readers import XnliFormatError, read_xnli, verify_alignment
 from pipelines.xnli.sources import XNLI_LANGUAGES, XnliSource
@@ -174,18 +174,6 @@ def drop_leaks(sg: SplitGroups, index: EvalTextIndex) -> tuple[SplitGroups, pl.D
     return kept, matched
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def _const(s: str) -> np.uint64:
-    return np.uint64(int.from_bytes(hashlib.md5(s.encode("utf-8")).digest()[:8], "little"))
-
-
 def single_pairs(sg: SplitGroups, seed: int) -> pl.DataFrame:
     """MPCL "+Single": each group → ⌊n/2⌋ disjoint language pairs, languages in a seeded random order per group.
 
@@ -195,9 +183,7 @@ def single_pairs(sg: SplitGroups, seed: int) -> pl.DataFrame:
     langs = list(sg.texts)
     n = sg.groups.height
     ordinal = sg.groups["ordinal"].cast(pl.UInt64).to_numpy()
-    salt = _const(f"{seed}/{sg.split}")
-    with np.errstate(over="ignore"):
-        keys = np.stack([_splitmix64(_splitmix64(ordinal ^ salt) ^ _const(lang)) for lang in langs], axis=1)
+    keys = np.stack([seeded_hash(ordinal, f"{seed}/{sg.split}", lang) for lang in langs], axis=1)
     order = np.argsort(keys, axis=1, kind="stable")
     k = len(langs) // 2
     a, b = order[:, 0:2 * k:2].ravel(), order[:, 1:2 * k:2].ravel()  # group-major: group 0's pairs first
