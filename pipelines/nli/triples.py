@@ -19,6 +19,7 @@ slot): reproducible across library versions and independent of row order.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +40,7 @@ from pipelines.xnli.sources import XnliSource
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.nli")
-STAGE_VERSION = "2"  # 2: language draws by a version-stable seeded hash
+STAGE_VERSION = "2"  # 2: language draws and meaning ids by version-stable hashes
 COLUMNS = ("triple_id", "meaning_id", "strategy", "source", "sent0", "sent0_lang", "sent1", "sent1_lang", "hard_neg",
            "hard_neg_lang", "origin", "line")
 
@@ -64,9 +65,13 @@ class NliTripleSettings(BaseModel):
 
 
 def meaning_ids(premises: pl.Series) -> pl.Series:
-    """A seeded hash of the normalised English premise (20 decimal digits)."""
-    h = pl.DataFrame({"n": normalise_series(premises)}).hash_rows(seed=0)
-    return h.cast(pl.Utf8).str.zfill(20).alias("meaning_id")
+    """The first 16 hex digits of the MD5 of the normalised English premise: the same id in every run, source and
+    library version."""
+    norm = normalise_series(premises)
+    distinct = norm.unique()
+    ids = pl.DataFrame({"n": distinct, "meaning_id": [hashlib.md5(t.encode("utf-8")).hexdigest()[:16]
+                                                      for t in distinct.to_list()]})
+    return pl.DataFrame({"n": norm}).join(ids, on="n", how="left", maintain_order="left")["meaning_id"]
 
 
 def xnli_examples(frames: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame, int]:
