@@ -11,9 +11,7 @@ Also measured: the same no-op through ``--executor local`` (no Prefect).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -81,24 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: anchor ({anchor_name}, {n_nodes} tasks) {anc:.2f}s | polysent {val:.2f}s | "
               f"ratio {val / anc:.2f} (median of {a.repeat})")
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from warehouse.atomic import atomic_path
+    from bench.results import append_results
     from warehouse.layout import DataRoot
 
-    root = DataRoot.at(cfg.data_root)
-    now = dt.datetime.now(dt.UTC)
-    table = pa.table({
-        "benchmark": [r[0] for r in rows], "anchor": [r[1] for r in rows],
-        "anchor_seconds": [r[2] for r in rows], "polysent_seconds": [r[3] for r in rows],
-        "ratio": [r[3] / r[2] for r in rows], "repeat": [a.repeat] * len(rows),
-        "measured_at": pa.array([now] * len(rows), pa.timestamp("us", tz="UTC")),
-        "host": [platform.node()] * len(rows), "cpus": [os.cpu_count()] * len(rows),
-    })
-    with atomic_path(root.root / "bench" / f"noop_rerun-{now:%Y%m%dT%H%M%S}.parquet") as tmp:
-        pq.write_table(table, tmp)
-    print(f"appended to bench_results ({root.root / 'bench'})")
+    append_results(DataRoot.at(cfg.data_root).root, "noop_rerun", [
+        {"benchmark": name, "anchor": anchor_name, "anchor_seconds": anc, "polysent_seconds": val, "ratio": val / anc,
+         "repeat": a.repeat} for name, anchor_name, anc, val in rows])
     return 0
 
 

@@ -16,15 +16,15 @@ per figure and appended to the warehouse's ``bench_results``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench.results import append_results
 
 REPO = Path(__file__).resolve().parents[1]
 PAIR_LANGS = [("en", "de"), ("en", "ru"), ("es", "de"), ("es", "ru")]
@@ -187,27 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"benchmark": f"pivot_parquet_{a.sizes[-1]:g}M", "anchor": "target 1M pairs/s",
                          "anchor_seconds": runs[0]["read"] / 1e6, "polysent_seconds": sec,
                          "ratio": sec / (runs[0]["read"] / 1e6), "peak_rss_bytes": rss, "items": runs[0]["read"]})
-    _append(a.data_root, rows, a.repeat)
+    append_results(a.data_root, "translation_corpora", [{**r, "repeat": a.repeat} for r in rows])
     return 0
-
-
-def _append(data_root: Path, rows: list[dict], repeat: int) -> None:
-    if not rows:
-        return
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from warehouse.atomic import atomic_path
-
-    now = dt.datetime.now(dt.UTC)
-    table = pa.Table.from_pylist([{**r, "repeat": repeat, "host": platform.node(), "cpus": os.cpu_count()}
-                                  for r in rows])
-    table = table.append_column("measured_at", pa.array([now] * len(rows), pa.timestamp("us", tz="UTC")))
-    folder = data_root / "bench"
-    folder.mkdir(parents=True, exist_ok=True)
-    with atomic_path(folder / f"translation_corpora-{now:%Y%m%dT%H%M%S}.parquet") as tmp:
-        pq.write_table(table, tmp)
-    print(f"appended to bench_results ({folder})")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ inside ``run`` so that planning and SQL never pay for torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import graphlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,27 +53,18 @@ def canonical(settings: Any) -> dict[str, Any]:
 def portable(settings: Any) -> Any:
     """``canonical`` with every path cut to its file name: where a file lives is not part of a cache key (its content
     enters through ``Node.files``), so a moved checkout or data folder keeps its cache."""
-    def cut(obj: Any) -> Any:
-        if isinstance(obj, dict):
-            return {str(k): cut(v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return [cut(v) for v in obj]
-        if isinstance(obj, Path):
-            return obj.name
-        return obj
-
     if isinstance(settings, BaseModel):
-        return _jsonable(cut(settings.model_dump(mode="python")))
+        return _jsonable(settings.model_dump(mode="python"), path=lambda p: p.name)
     return canonical(settings)
 
 
-def _jsonable(obj: Any) -> Any:
+def _jsonable(obj: Any, path: Callable[[Path], str] = str) -> Any:
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): _jsonable(v, path) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
+        return [_jsonable(v, path) for v in obj]
     if isinstance(obj, Path):
-        return str(obj)
+        return path(obj)
     return obj
 
 
@@ -122,6 +114,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
     leak_files = leak.files() if leak.eval_sets else {}
     leak_cfg = portable(leak)
 
+    @functools.cache  # the corpus nodes of one run read the evaluation sets once
     def leakage_index() -> Any:
         from pipelines.leakage import EvalTextIndex
 

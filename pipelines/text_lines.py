@@ -1,4 +1,4 @@
-"""Small line-per-sentence files (evaluation sets): read whole, BOM removed, any line ending, whitespace stripped."""
+"""Line-oriented text files: small ones read whole (evaluation sets), and byte helpers for the corpus readers."""
 
 from __future__ import annotations
 
@@ -9,3 +9,12 @@ def read_lines(path: Path) -> list[str]:
     """Lines of a text file: BOM removed, CRLF/LF/CR endings, surrounding whitespace stripped."""
     text = Path(path).read_text(encoding="utf-8-sig")
     return [ln.strip() for ln in text.splitlines()]
+
+
+def strip_bom(data: bytes) -> bytes:
+    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+
+
+def line_count(data: bytes) -> int:
+    """Lines in ``data``, a last line without a newline included."""
+    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)

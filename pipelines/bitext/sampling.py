@@ -220,6 +220,7 @@ class BottomK:
             if (0 if best is None else best.height) < self.quota.get(pl_key, 0) and self.truncated[pl_key]:
                 short.append(pl_key)
         self.raw.clear()
+        self._pool.shutdown()
         return short
 
     def _refine(self, pl_key: tuple[str, str], df: pl.DataFrame) -> None:
@@ -244,7 +245,7 @@ class BottomK:
         best = self.best.get(pl_key)
         if best is None or best.height < self.quota.get(pl_key, 0) or df.is_empty():
             return df
-        return df.filter(pl.col("key") < best["key"].max())
+        return df.filter(pl.col("key") < best["key"][-1])  # selections are kept in key order
 
     def _normalised(self, pl_key: tuple[str, str], df: pl.DataFrame) -> pl.DataFrame:
         pivot_norm, norm = self._pool.map(normalise_series, (df["pivot_text"], df["text"]))

@@ -23,6 +23,7 @@ import polars as pl
 
 from pipelines.hub import load_hub_dataset
 from pipelines.nli.sources import NliFileSource
+from pipelines.text_lines import line_count, strip_bom
 from pipelines.xnli.readers import read_tab_separated
 from pipelines.xnli.sources import LABELS
 
@@ -45,14 +46,6 @@ class NliFormatError(ValueError):
     """A malformed NLI file; the message names the file and line."""
 
 
-def _strip_bom(data: bytes) -> bytes:
-    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-
-
-def _line_count(data: bytes) -> int:
-    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-
-
 def _decode(data: bytes, origin: str) -> str:
     try:
         return data.decode("utf-8")
@@ -66,7 +59,7 @@ def _read_file(path: Path | None) -> tuple[bytes, str]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"NLI file not found: {path}")
-    return _strip_bom(path.read_bytes()), str(path)
+    return strip_bom(path.read_bytes()), str(path)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -82,7 +75,7 @@ def _read_jsonl(data: bytes, origin: str) -> pl.DataFrame:
         df = pl.read_ndjson(data, schema=JSONL_SCHEMA)
     except pl.exceptions.PolarsError:
         df = None
-    if df is not None and df.height == _line_count(data):  # no blank line skipped: row i is line i + 1
+    if df is not None and df.height == line_count(data):  # no blank line skipped: row i is line i + 1
         df = df.with_columns(line=pl.int_range(1, df.height + 1, dtype=pl.Int64))
     else:
         df = _read_jsonl_exact(data, origin)
@@ -147,7 +140,7 @@ def _read_simcse_csv(data: bytes, origin: str) -> pl.DataFrame:
     except pl.exceptions.PolarsError:
         df = None
     # trusted when every record is one line (no quoted newline, no blank line) and none is short
-    if (df is None or df.height + 1 != _line_count(data) or not df.width
+    if (df is None or df.height + 1 != line_count(data) or not df.width
             or (df[df.columns[-1]] == "").any() or df.columns != list(SIMCSE_COLUMNS)):
         return _read_simcse_csv_exact(data, origin)
     return df.select(*SIMCSE_COLUMNS, pl.lit(origin, dtype=pl.String).alias("origin"),

@@ -34,7 +34,7 @@ from pipelines.nli.sources import NliFileSource
 from pipelines.partitioned import write_partitioned
 from pipelines.seeded_hash import seeded_hash
 from pipelines.text_normalise import normalise_series
-from pipelines.xnli.groups import LANGUAGE_PRESETS, XnliSettings
+from pipelines.xnli.groups import LANGUAGE_PRESETS, resolve_languages
 from pipelines.xnli.readers import read_xnli, verify_alignment
 from pipelines.xnli.sources import XnliSource
 from warehouse.artifacts import StageResult
@@ -61,7 +61,7 @@ class NliTripleSettings(BaseModel):
     @field_validator("languages")
     @classmethod
     def _languages(cls, v: list[str] | str) -> list[str]:
-        return XnliSettings(languages=v).language_list
+        return resolve_languages(v, "corpora.nli_triples.languages")
 
 
 def meaning_ids(premises: pl.Series) -> pl.Series:

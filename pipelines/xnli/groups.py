@@ -49,6 +49,23 @@ LANGUAGE_PRESETS: dict[str, list[str]] = {
 }
 
 
+def resolve_languages(v: list[str] | str, where: str) -> list[str]:
+    """A language list or preset name → the validated XNLI language list."""
+    if isinstance(v, str):
+        if v not in LANGUAGE_PRESETS:
+            raise ValueError(f"unknown language preset {v!r}; expected a list or one of {list(LANGUAGE_PRESETS)}")
+        v = list(LANGUAGE_PRESETS[v])
+    if len(v) < 2:
+        raise ValueError("a group needs at least 2 languages")
+    for lang in v:
+        check_language(lang, where)
+        if lang not in XNLI_LANGUAGES:
+            raise ValueError(f"{lang!r} is not an XNLI language; XNLI has {', '.join(XNLI_LANGUAGES)}")
+    if len(set(v)) != len(v):
+        raise ValueError(f"languages repeat: {v}")
+    return v
+
+
 class XnliSettings(BaseModel):
     """Which languages and splits form the groups."""
 
@@ -65,19 +82,7 @@ class XnliSettings(BaseModel):
     @field_validator("languages")
     @classmethod
     def _languages(cls, v: list[str] | str) -> list[str]:
-        if isinstance(v, str):
-            if v not in LANGUAGE_PRESETS:
-                raise ValueError(f"unknown language preset {v!r}; expected a list or one of {list(LANGUAGE_PRESETS)}")
-            v = list(LANGUAGE_PRESETS[v])
-        if len(v) < 2:
-            raise ValueError("a group needs at least 2 languages")
-        for lang in v:
-            check_language(lang, "corpora.xnli_groups.languages")
-            if lang not in XNLI_LANGUAGES:
-                raise ValueError(f"{lang!r} is not an XNLI language; XNLI has {', '.join(XNLI_LANGUAGES)}")
-        if len(set(v)) != len(v):
-            raise ValueError(f"languages repeat: {v}")
-        return v
+        return resolve_languages(v, "corpora.xnli_groups.languages")
 
     @field_validator("splits")
     @classmethod
@@ -107,12 +112,6 @@ class SplitGroups:
 
     def filter(self, keep: pl.Series) -> SplitGroups:
         return SplitGroups(self.split, self.groups.filter(keep), {k: v.filter(keep) for k, v in self.texts.items()})
-
-    def long(self) -> pl.DataFrame:
-        """One row per (group, language) — the ``xnli_groups`` table."""
-        return pl.concat([self.groups.select("group_id", pl.lit(self.split).alias("split"), pl.lit(lang).alias("lang"),
-                                             text.alias("text"), "role", "source_row", "negative_group_id")
-                          for lang, text in self.texts.items()])
 
 
 def group_split(split: str, frames: dict[str, pl.DataFrame], anchor: str, members: list[str]) -> SplitGroups:

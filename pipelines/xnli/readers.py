@@ -32,6 +32,7 @@ import polars as pl
 
 from pipelines.hub import load_hub_dataset
 from pipelines.language_codes import check_language
+from pipelines.text_lines import line_count, strip_bom
 from pipelines.xnli.sources import LABELS, XNLI_LANGUAGES, XnliSource
 
 log = logging.getLogger("polysent.pipelines.xnli")
@@ -64,15 +65,10 @@ class XnliLanguage:
 # tab-separated parsing (shared with pipelines.nli.readers)
 
 
-def _strip_bom(data: bytes) -> bytes:
-    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-
-
 def _exact_shape(data: bytes, ncols: int, nlines: int) -> bool:
     """True when ``data`` has exactly ``nlines`` lines of exactly ``ncols`` tab-separated fields each, given that
     no line has more than ``ncols`` fields (polars parsed it)."""
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-    return lines == nlines and data.count(b"\t") == (ncols - 1) * nlines
+    return line_count(data) == nlines and data.count(b"\t") == (ncols - 1) * nlines
 
 
 def read_tab_separated(data: bytes, origin: str, names: Sequence[str] | None = None,
@@ -83,7 +79,7 @@ def read_tab_separated(data: bytes, origin: str, names: Sequence[str] | None = N
     Blank lines are skipped; a line with another number of fields or invalid UTF-8 raises ``error`` naming
     ``origin:line``.
     """
-    data = _strip_bom(data)
+    data = strip_bom(data)
     header = names is None
     df = None
     if not data.startswith((b"\n", b"\r\n")):  # polars would silently skip a leading blank line
