@@ -25,7 +25,10 @@ from pipelines.nli.sources import NliFileSource
 from pipelines.nli.triples import NliTripleSettings
 from pipelines.report import ReportSettings
 from pipelines.wikidata import WikidataSettings
+from pipelines.wikipedia.entities import EntitySettings
+from pipelines.wikipedia.entity_vectors import EntityVectorSettings
 from pipelines.wikipedia.extract import WikiSettings
+from pipelines.wikipedia.hard_negatives import HardNegativeSettings
 from pipelines.xnli.groups import XnliSettings
 from pipelines.xnli.sources import XnliSource
 
@@ -35,8 +38,13 @@ class _Strict(BaseModel):
 
 
 class WikipediaSource(_Strict):
-    dumps: dict[str, Path] = Field(description="language code → pages-articles dump (.xml, .xml.bz2, .xml.gz)")
-    wikidata: Path | None = Field(None, description="Wikidata JSON dump or fragment (one entity per line)")
+    dumps: dict[str, Path] = Field(description="language code → pages-articles dump (.xml, .xml.bz2 single- or "
+                                               "multistream, .xml.gz)")
+    indexes: dict[str, Path] = Field(
+        default_factory=dict, description="language code → multistream index (…-multistream-index.txt.bz2); "
+                                          "found next to the dump when not given")
+    wikidata: Path | None = Field(None, description="Wikidata JSON dump (.json, .json.bz2, .json.gz; the dump's array "
+                                                    "shape or JSON lines)")
 
 
 class EvalSources(_Strict):
@@ -56,6 +64,9 @@ class Sources(_Strict):
 class Corpora(_Strict):
     wikidata: WikidataSettings = Field(default_factory=WikidataSettings)
     wiki: WikiSettings = Field(default_factory=WikiSettings)
+    entities: EntitySettings = Field(default_factory=EntitySettings)
+    hard_negatives: HardNegativeSettings = Field(default_factory=HardNegativeSettings)
+    entity_vectors: EntityVectorSettings = Field(default_factory=EntityVectorSettings)
     xnli_groups: XnliSettings = Field(default_factory=XnliSettings)
     nli_triples: NliTripleSettings | None = None
     bitext_pairs: BitextSettings = Field(default_factory=BitextSettings)

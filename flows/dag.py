@@ -1,7 +1,7 @@
 """The pipeline DAG as plain data: one ``Node`` per stage instance, built from a ``PipelineConfig``.
 
 ```
-wikidata ──► wiki_extract ─────────┐
+wiki_shard.* ─► wiki_extract.* ─► entities ─► hard_negatives ┐   (flows/dag_wiki.py; wikidata feeds entities)
 xnli_groups ──┬────────────────────┼──► tokenizer ──► train[run] ──► evaluate_tatoeba[run] ──► report
 bitext_pairs ─┘                    │                     ▲                ▲
 eval_sets ─────────────────────────┴─────────────────────┼────────────────┘
@@ -81,33 +81,9 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
         nodes[node.name] = node
 
     if src.wikipedia is not None:
-        wiki_deps: dict[str, str] = {}
-        if src.wikipedia.wikidata is not None:
-            wd = src.wikipedia.wikidata
+        from flows.dag_wiki import add_wiki_nodes
 
-            def run_wikidata(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
-                from pipelines.wikidata import build_entities
-
-                return build_entities(cfg.corpora.wikidata, wd, out)
-
-            from pipelines.wikidata import STAGE_VERSION as WD_V
-
-            add(Node("wikidata", "wikidata", WD_V, canonical(cfg.corpora.wikidata), run_wikidata,
-                     files={f"wikidata/{wd.name}": wd}))
-            wiki_deps["entities"] = "wikidata"
-        dumps = dict(src.wikipedia.dumps)
-
-        def run_wiki(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
-            from pipelines.wikipedia.extract import build_wiki
-
-            return build_wiki(cfg.corpora.wiki, dumps, out, up["entities"].path if "entities" in up else None)
-
-        from pipelines.wikipedia.extract import STAGE_VERSION as WIKI_V
-
-        add(Node("wiki_extract", "wiki_extract", WIKI_V,
-                 {"settings": canonical(cfg.corpora.wiki), "languages": sorted(dumps)}, run_wiki,
-                 files={f"dump/{lang}/{p.name}": p for lang, p in sorted(dumps.items())}, deps=wiki_deps))
-        corpus_tables["wiki_sentences"] = "wiki_extract"
+        add_wiki_nodes(cfg, src.wikipedia, add, corpus_tables)
 
     # every corpus node takes the same leakage guard: its evaluation files enter each node's cache key
     leak = cfg.corpora.leakage

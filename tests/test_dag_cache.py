@@ -93,8 +93,10 @@ def test_warehouse_views_answer_cross_table_questions(built: Path) -> None:
     langs = con.sql("select lang, count(*) from xnli_groups group by 1 order by 1").fetchall()
     assert [lang for lang, _ in langs] == ["de", "en", "es", "fr", "ru"]
     # "how many de sentences link an entity of type city?"
-    n = con.execute("""select count(distinct (l.page_id, l.sent_id)) from wiki_links l
-                   join entity_types t on t.qid = l.qid where l.lang = 'de' and t.type_label = 'city'""").fetchone()[0]
+    n = con.sql("""select count(distinct (l.page_id, l.sent_id)) from wiki_links l
+                   join entity_titles e on e.lang = l.lang and e.page_id = l.target_page_id
+                   join entity_types t on t.entity = e.entity
+                   where l.lang = 'de' and t.type_label = 'city'""").fetchall()[0][0]
     assert n > 10
     # "which run has the best Tatoeba mean, and from which corpus artifact?"
     best = con.execute("""

@@ -6,10 +6,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import SAMPLE
+from wiki_chain import build_chain
 
-from pipelines.wikidata import WikidataSettings, build_entities, iter_entities
+from pipelines.wikidata import iter_entities
 from pipelines.wikipedia.dump_reader import DumpFormatError, read_dump
-from pipelines.wikipedia.extract import WikiSettings, build_wiki
+from pipelines.wikipedia.entities import EntitySettings
 from pipelines.wikipedia.sentences import sentence_spans, split_sentences
 from pipelines.wikipedia.wikitext import normalize_title, parse_wikitext
 
@@ -77,35 +78,45 @@ def test_wikidata_reader_accepts_dump_shape_and_reports_bad_line(tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def wiki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder with each table of the sample chain as a hive-partitioned Parquet dataset."""
     out = tmp_path_factory.mktemp("wiki")
-    ents = out / "entities"
-    ents.mkdir()
-    build_entities(WikidataSettings(), SAMPLE / "wikidata" / "entities.jsonl", ents)
-    build_wiki(WikiSettings(), DUMPS, out, ents)
+    dirs = build_chain(DUMPS, out / "chain", SAMPLE / "wikidata" / "entities.jsonl",
+                       entities=EntitySettings(min_link_count=2))
+    langs = {d.name.split("-")[1]: d for d in dirs.values() if d.name.startswith("lang-")}
+    sents = pl.concat([pl.read_parquet(d / "wiki_sentences").with_columns(pl.lit(d.name.split("-")[1]).alias("lang"))
+                       for k, d in dirs.items() if k.startswith("shard-")])
+    sents.write_parquet(out / "wiki_sentences.parquet")
+    titles = pl.read_parquet(dirs["entities"] / "entity_titles.parquet").select(
+        "lang", pl.col("page_id").alias("target_page_id"), "entity", "qid")
+    links = pl.concat([pl.read_parquet(d / "wiki_links").with_columns(pl.lit(lang).alias("lang"))
+                       for lang, d in langs.items()]).join(titles, on=["lang", "target_page_id"], how="left")
+    links.write_parquet(out / "wiki_links.parquet")
+    pl.concat([pl.read_parquet(d / "wiki_pages") for d in langs.values()]).write_parquet(out / "wiki_pages.parquet")
     return out
 
 
 def test_extraction_resolves_redirects_and_shares_entities_across_languages(wiki: Path) -> None:
-    links = pl.read_parquet(wiki / "wiki_links")
-    via_redirect = links.filter((pl.col("lang") == "ru") & (pl.col("target") == "ФРГ"))
+    links = pl.read_parquet(wiki / "wiki_links.parquet")
+    via_redirect = links.filter((pl.col("lang") == "ru") & (pl.col("target_raw") == "ФРГ"))
     assert via_redirect.height >= 1
-    assert set(via_redirect["target_resolved"]) == {"Германия"} and set(via_redirect["qid"]) == {"Q183"}
+    assert set(via_redirect["target"]) == {"Германия"} and set(via_redirect["qid"]) == {"Q183"}
+    assert via_redirect["via_redirect"].all()
     # the same QID is linked from all three languages
     per_lang = links.filter(pl.col("qid") == "Q183").group_by("lang").len()
     assert set(per_lang["lang"]) == {"en", "de", "ru"}
-    # links outside Wikidata stay language-keyed
-    unknown = links.filter(pl.col("qid").is_null())
-    assert unknown.height > 0 and unknown["entity"].str.contains(":").all()
+    # links to pages the dump does not have are kept, without a page or an entity
+    missing = links.filter(pl.col("target_page_id").is_null())
+    assert missing.height > 0 and missing["entity"].is_null().all()
 
 
 def test_every_link_points_into_its_sentence(wiki: Path) -> None:
-    sents = pl.read_parquet(wiki / "wiki_sentences")
-    links = pl.read_parquet(wiki / "wiki_links")
+    sents = pl.read_parquet(wiki / "wiki_sentences.parquet")
+    links = pl.read_parquet(wiki / "wiki_links.parquet")
     joined = links.join(sents, on=["lang", "page_id", "sent_id"])
     assert joined.height == links.height
     assert joined.select((pl.col("text").str.slice(pl.col("start"), pl.col("end") - pl.col("start"))
                           == pl.col("surface")).all()).item()
-    pages = pl.read_parquet(wiki / "wiki_pages")
+    pages = pl.read_parquet(wiki / "wiki_pages.parquet")
     assert pages.filter(~pl.col("is_redirect")).group_by("lang").len()["len"].min() >= 30
     ru_infobox = pages.filter((pl.col("lang") == "ru") & (pl.col("title") == "Берлин"))["infoboxes"][0].to_list()
     assert ru_infobox == ["Город"]

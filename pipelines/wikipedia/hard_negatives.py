@@ -1,0 +1,195 @@
+"""Stage ``hard_negatives``: EASE's training pairs — (sentence, positive entity, type-based hard negative) — sampled.
+
+EASE (seed paper §3.2–3.3; docs methods §4.4, ``build_type_hardnegative_dataset.py`` and ``dataset_sampler.py``):
+
+1. **Candidates per entity**, computed once: choose one of the entity's types at random, sample up to
+   ``negatives_per_entity`` (K, default 10) vocabulary entities of that type, drop the entity itself.
+   Implementation: the members of each type are put in a seeded random order and an entity takes the K members of a
+   window starting at its own seeded random offset — marginally a uniform random K-subset, as ``random.sample``
+   draws, but vectorised over millions of entities.
+2. **Same-page exclusion**: for a sentence of page p, drop every candidate linked anywhere on p (including links of
+   sentences the length filter removed). Pairs left without a candidate are counted and dropped.
+3. **One negative** per pair, drawn once (EASE draws ``random.sample(candidates, 1)`` when the dataset is built and
+   never resamples); the candidates are kept too.
+4. **Sampling**: at most ``max_pairs_per_entity`` pairs per positive entity (default 10,000), then at most
+   ``max_pairs_per_language`` per language (EASE: 1M for English; 50k per language for the 18-language model).
+
+Every random choice is a splitmix64 hash of (seed, what is chosen), so the output depends only on the inputs and the
+seed — not on shard order, process count or library versions. Positive entities must be in the vocabulary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.seeded_hash import seeded_hash, splitmix64
+from warehouse.artifacts import StageResult
+
+log = logging.getLogger("polysent.pipelines.ease")
+STAGE_VERSION = "1"
+
+
+class HardNegativeSettings(BaseModel):
+    """Hard-negative candidates and sampling of EASE pairs."""
+
+    model_config = ConfigDict(extra="forbid")
+    negatives_per_entity: int = Field(10, ge=1, description="K: candidates sampled from the entity's type")
+    max_pairs_per_entity: int = Field(10_000, ge=1, description="cap of pairs per positive entity")
+    max_pairs_per_language: int | dict[str, int] = Field(
+        1_000_000, description="total pairs per language (one number, or per language; EASE: 1M en, 50k each for 18)")
+    seed: int = Field(42, description="EASE uses random.seed(42)")
+
+    def quota(self, lang: str) -> int:
+        q = self.max_pairs_per_language
+        if isinstance(q, int):
+            return q
+        if lang not in q:
+            raise ValueError(f"corpora.hard_negatives.max_pairs_per_language has no entry for {lang!r} "
+                             f"(has {sorted(q)})")
+        return q[lang]
+
+
+def string_hash(values: pl.Series, seed: int, salt: str) -> pl.Series:
+    """Seeded 64-bit hash of strings, stable across versions (BLAKE2b of each distinct value, then splitmix64)."""
+    uniq = values.unique()
+    base = np.fromiter((int.from_bytes(hashlib.blake2b(v.encode("utf-8"), digest_size=8).digest(), "little")
+                        for v in uniq.to_list()), dtype=np.uint64, count=len(uniq))
+    mixed = seeded_hash(base, str(seed), salt)
+    lookup = pl.DataFrame({"v": uniq, "h": pl.Series(mixed, dtype=pl.UInt64)})
+    return pl.DataFrame({"v": values}).join(lookup, on="v", how="left", maintain_order="left")["h"]
+
+
+def type_candidates(vocab_types: pl.DataFrame, k: int, seed: int) -> pl.DataFrame:
+    """``[entity, type]`` rows of vocabulary entities → ``[entity, type, candidates]`` (one chosen type each)."""
+    if vocab_types.is_empty():
+        return pl.DataFrame(schema={"entity": pl.Utf8, "type": pl.Utf8, "candidates": pl.List(pl.Utf8)})
+    vt = vocab_types.select("entity", "type").unique().sort("entity", "type")
+    # 1. one random type per entity
+    vt = vt.with_columns(string_hash(vt["entity"], seed, "type").alias("h_e"),
+                         pl.col("type").cum_count().over("entity").alias("i"),
+                         pl.len().over("entity").alias("n_types"))
+    chosen = vt.filter((pl.col("h_e") % pl.col("n_types").cast(pl.UInt64)) == (pl.col("i") - 1).cast(pl.UInt64))
+    # 2. members of each type in a seeded random order
+    members = vt.select("type", pl.col("entity").alias("member")).with_columns(
+        string_hash(vt["entity"], seed, "member-order").alias("h_m")).sort("type", "h_m", "member")
+    members = members.with_columns(pl.int_range(pl.len()).over("type").alias("rank"),
+                                   pl.len().over("type").alias("n"))
+    sizes = members.group_by("type").agg(pl.col("n").first())
+    # 3. a window of K members at a random offset, the entity itself removed
+    windows = (chosen.select("entity", "type").join(sizes, on="type")
+               .with_columns(string_hash(chosen["entity"], seed, "window").alias("h_w"))
+               .with_columns((pl.col("h_w") % pl.col("n").cast(pl.UInt64)).cast(pl.Int64).alias("offset"),
+                             pl.min_horizontal(pl.col("n"), pl.lit(k)).alias("take"))
+               .with_columns(pl.int_ranges(0, pl.col("take")).alias("j")).explode("j")
+               .with_columns(((pl.col("offset") + pl.col("j")) % pl.col("n")).alias("rank")))
+    picked = (windows.join(members.select("type", "rank", "member"), on=["type", "rank"])
+              .filter(pl.col("member") != pl.col("entity")).sort("entity", "j")
+              .group_by("entity", maintain_order=True)
+              .agg(pl.col("type").first(), pl.col("member").alias("candidates")))
+    no_cands = chosen.select("entity", "type").join(picked.select("entity"), on="entity", how="anti").with_columns(
+        pl.lit([], pl.List(pl.Utf8)).alias("candidates"))
+    return pl.concat([picked, no_cands]).sort("entity")
+
+
+def _pair_hash(df: pl.DataFrame, seed: int, salt: str) -> pl.Series:
+    page = df["page_id"].to_numpy().astype(np.uint64)
+    sub = (df["sent_id"].to_numpy().astype(np.uint64) << np.uint64(16)) | df["link_no"].to_numpy().astype(np.uint64)
+    h = splitmix64(seeded_hash(page, str(seed), salt) ^ sub)
+    return pl.Series(h, dtype=pl.UInt64)
+
+
+def _scan(folder: Path) -> pl.LazyFrame:
+    return pl.scan_parquet(str(folder / "**" / "*.parquet"), hive_partitioning=False)
+
+
+def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, languages: Mapping[str, Path],
+                         shards: Mapping[str, list[Path]], out: Path) -> StageResult:
+    """``languages``: ``wiki_extract`` artifact per language; ``shards``: its ``wiki_shard`` artifacts (sentences)."""
+    entities = pl.read_parquet(entities_dir / "entities.parquet")
+    titles = pl.read_parquet(entities_dir / "entity_titles.parquet")
+    types = pl.read_parquet(entities_dir / "entity_types.parquet")
+    vocab = entities.filter("in_vocab").select("entity")
+    cands = type_candidates(types.join(vocab, on="entity"), settings.negatives_per_entity, settings.seed)
+    cands.write_parquet(out / "entity_negative_candidates.parquet", compression="zstd")
+    drops: list[dict] = []
+    frames: list[pl.DataFrame] = []
+    for lang, path in sorted(languages.items()):
+        t = titles.filter(pl.col("lang") == lang).select("page_id", "entity")
+        links = _scan(path / "wiki_links").collect()
+        n_all = links.height
+        missing = links["target_page_id"].null_count()
+        pairs = (links.drop_nulls("target_page_id")
+                 .join(t.rename({"page_id": "target_page_id"}), on="target_page_id", how="inner")
+                 .join(t.rename({"entity": "origin_entity"}), on="page_id", how="left"))
+        in_vocab = pairs.join(vocab, on="entity", how="semi")
+        with_cands = in_vocab.join(cands, on="entity", how="inner")
+        n_no_type = in_vocab.height - with_cands.height
+        # same-page exclusion
+        page_entities = (_scan(path / "wiki_page_targets").select("page_id", "target_page_id").collect()
+                         .join(t.rename({"page_id": "target_page_id", "entity": "candidate"}), on="target_page_id")
+                         .select("page_id", "candidate").unique())
+        key = ["page_id", "sent_id", "link_no"]
+        exploded = (with_cands.select(*key, "candidates").with_columns(
+            pl.int_ranges(0, pl.col("candidates").list.len()).alias("pos")).explode("candidates", "pos")
+            .rename({"candidates": "candidate"}).drop_nulls("candidate")
+            .join(page_entities, on=["page_id", "candidate"], how="anti")
+            .sort(*key, "pos")
+            .group_by(key, maintain_order=True).agg(pl.col("candidate").alias("candidates")))
+        kept = with_cands.drop("candidates").join(exploded, on=key, how="inner")
+        n_all_on_page = with_cands.height - kept.height
+        if kept.height:
+            kept = kept.with_columns(_pair_hash(kept, settings.seed, "negative").alias("h_neg"),
+                                     _pair_hash(kept, settings.seed, "sample").alias("h"))
+            kept = kept.with_columns(pl.col("candidates").list.get(
+                (pl.col("h_neg") % pl.col("candidates").list.len().cast(pl.UInt64)).cast(pl.Int64)).alias("negative"))
+        else:
+            kept = kept.with_columns(pl.lit(None, pl.UInt64).alias("h"), pl.lit(None, pl.Utf8).alias("negative"))
+        capped = (kept.sort("h").with_columns(pl.int_range(pl.len()).over("entity").alias("r"))
+                  .filter(pl.col("r") < settings.max_pairs_per_entity))
+        quota = settings.quota(lang)
+        sampled = capped.sort("h").head(quota)
+        sents = _scan_many(shards[lang], "wiki_sentences", lang).select("page_id", "sent_id", "text")
+        sampled = (sampled.lazy().join(sents, on=["page_id", "sent_id"], how="inner").collect()
+                   .select(pl.lit(lang).alias("lang"), *key, "text", "start", "end", "surface", "entity",
+                           "negative", "candidates", "type", "origin_entity")
+                   .sort(*key))
+        frames.append(sampled)
+        for reason, n in (("link_target_missing", missing),
+                          ("target_without_entity", n_all - missing - pairs.height),
+                          ("positive_not_in_vocabulary", pairs.height - in_vocab.height),
+                          ("positive_without_type_candidates", n_no_type),
+                          ("all_candidates_linked_on_page", n_all_on_page),
+                          ("over_entity_cap", kept.height - capped.height),
+                          ("over_language_quota", capped.height - min(capped.height, quota))):
+            drops.append({"lang": lang, "stage": "hard_negatives", "reason": reason, "count": int(n)})
+        log.info("%s: %d links → %d pairs with hard negatives → %d sampled (cap %d per entity, quota %d)", lang,
+                 n_all, kept.height, sampled.height, settings.max_pairs_per_entity, quota)
+    result = pl.concat(frames) if frames else pl.DataFrame()
+    folder = out / "hard_negatives"
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang in sorted(languages):
+        part = result.filter(pl.col("lang") == lang).drop("lang") if result.height else result
+        d = folder / f"lang={lang}"
+        d.mkdir(exist_ok=True)
+        part.write_parquet(d / "part-00000.parquet", compression="zstd")
+    pl.DataFrame(drops, schema={"lang": pl.Utf8, "stage": pl.Utf8, "reason": pl.Utf8, "count": pl.Int64}).write_parquet(
+        out / "ease_drop_counts.parquet")
+    return StageResult(
+        tables={"hard_negatives": "hard_negatives", "entity_negative_candidates": "entity_negative_candidates.parquet",
+                "ease_drop_counts": "ease_drop_counts.parquet"},
+        stats={"pairs": result.height, "per_language": {lang: int((result["lang"] == lang).sum()) if result.height
+                                                        else 0 for lang in languages},
+               "drops": drops},
+    )
+
+
+def _scan_many(shards: list[Path], table: str, lang: str) -> pl.LazyFrame:
+    files = [str(f) for s in shards for f in sorted((s / table / f"lang={lang}").glob("*.parquet"))]
+    return pl.scan_parquet(files, hive_partitioning=False)

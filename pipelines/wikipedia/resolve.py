@@ -1,0 +1,132 @@
+"""Stage ``wiki_extract`` (per language): join a dump's shards and resolve link targets through redirects.
+
+Inputs are the shard artifacts of one dump (``wiki_shard``: ``wiki_pages_raw``, ``wiki_links_raw``, ``wiki_sentences``
+and their drop counts). Redirect chains are followed to their final article (at most ``max_redirect_hops``; cycles
+and longer chains stay unresolved and are counted), then every link gets the article it points to — or none, when
+the target does not exist in the dump (counted, kept in ``wiki_links`` with a null ``target_page_id``).
+
+Outputs: ``wiki_pages`` (articles and redirects, the final redirect target), ``wiki_links`` (resolved),
+``wiki_page_targets`` (every article linked anywhere on a page, including from sentences the length filter dropped:
+the same-page exclusion of hard negatives needs them) and ``wiki_drop_counts``. Joins run lazily in polars' streaming
+engine over the shards' Parquet parts; the title maps (articles + redirects) are the only in-memory tables.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.wikipedia.wikitext import normalize_title
+from warehouse.artifacts import StageResult
+
+log = logging.getLogger("polysent.pipelines.wiki")
+STAGE_VERSION = "1"
+
+
+def _scan(shards: Sequence[Path], table: str, lang: str) -> pl.LazyFrame:
+    files = [str(f) for s in shards for f in sorted((s / table / f"lang={lang}").glob("*.parquet"))]
+    if not files:
+        raise FileNotFoundError(f"no {table} parts for language {lang!r} in {len(shards)} shard(s)")
+    return pl.scan_parquet(files, hive_partitioning=False)
+
+
+def redirect_targets(pages: pl.DataFrame, max_hops: int) -> tuple[pl.DataFrame, dict[str, int]]:
+    """``title → final article title`` for every redirect page, following chains up to ``max_hops``."""
+    redirects = pages.filter(pl.col("is_redirect")).select(
+        "title", pl.col("redirect_to").map_elements(normalize_title, return_dtype=pl.Utf8).alias("to"))
+    articles = pages.filter(~pl.col("is_redirect")).select("title")
+    step = redirects.rename({"to": "final"})
+    for _ in range(max_hops):
+        nxt = step.join(redirects.rename({"title": "final", "to": "next"}), on="final", how="left")
+        if nxt["next"].null_count() == nxt.height:
+            break
+        step = nxt.select("title", pl.coalesce("next", "final").alias("final"))
+    resolved = step.join(articles.with_columns(pl.lit(True).alias("ok")), left_on="final", right_on="title",
+                         how="left")
+    stats = {"redirects": redirects.height,
+             "redirects_to_missing_or_cyclic": int(resolved["ok"].null_count())}
+    return resolved.filter(pl.col("ok").is_not_null()).select("title", "final"), stats
+
+
+def resolve_language(shards: Sequence[Path], lang: str, max_hops: int, out: Path) -> dict[str, int]:
+    pages_raw = _scan(shards, "wiki_pages_raw", lang).collect()
+    dup = pages_raw.height - pages_raw["page_id"].n_unique()
+    if dup:
+        log.warning("%s: %d duplicate page ids across shards (kept the first)", lang, dup)
+        pages_raw = pages_raw.unique("page_id", keep="first", maintain_order=True)
+    redirects, stats = redirect_targets(pages_raw, max_hops)
+    articles = pages_raw.filter(~pl.col("is_redirect")).select("title", pl.col("page_id").alias("target_page_id"))
+    # one map: any title (article or redirect) → (final title, article id)
+    title_map = pl.concat([
+        articles.select("title", pl.col("title").alias("resolved"), "target_page_id"),
+        redirects.join(articles, left_on="final", right_on="title").select(
+            "title", pl.col("final").alias("resolved"), "target_page_id"),
+    ])
+    pages = pages_raw.join(redirects.rename({"final": "redirect_final"}), on="title", how="left").join(
+        articles.rename({"title": "redirect_final", "target_page_id": "redirect_page_id"}), on="redirect_final",
+        how="left").select(
+        pl.lit(lang).alias("lang"), "page_id", "title", "is_redirect",
+        pl.when(pl.col("is_redirect")).then(pl.col("redirect_final")).alias("redirect_to"), "redirect_page_id",
+        "infoboxes", "n_sentences", "n_links")
+    _write(pages, out / "wiki_pages" / f"lang={lang}")
+
+    links = (_scan(shards, "wiki_links_raw", lang)
+             .join(title_map.lazy(), left_on="target", right_on="title", how="left")
+             .select("page_id", "sent_id", "link_no", "start", "end", "surface",
+                     pl.col("target").alias("target_raw"),
+                     pl.coalesce("resolved", "target").alias("target"), "target_page_id",
+                     (pl.col("resolved").is_not_null() & (pl.col("resolved") != pl.col("target"))).alias(
+                         "via_redirect"))
+             .sort("page_id", "sent_id", "link_no"))
+    folder = out / "wiki_links" / f"lang={lang}"
+    folder.mkdir(parents=True, exist_ok=True)
+    links.sink_parquet(folder / "part-00000.parquet", compression="zstd")
+    counts = pl.scan_parquet(folder / "part-00000.parquet").select(
+        pl.len().alias("links"), pl.col("target_page_id").is_null().sum().alias("missing"),
+        pl.col("via_redirect").sum().alias("via_redirect")).collect().row(0, named=True)
+
+    targets = (pages_raw.lazy().filter(~pl.col("is_redirect"))
+               .select("page_id", pl.col("link_targets").alias("target")).explode("target")
+               .drop_nulls("target")
+               .join(title_map.lazy(), left_on="target", right_on="title", how="inner")
+               .select("page_id", pl.col("resolved").alias("target"), "target_page_id")
+               .unique(maintain_order=True).sort("page_id", "target_page_id"))
+    folder = out / "wiki_page_targets" / f"lang={lang}"
+    folder.mkdir(parents=True, exist_ok=True)
+    targets.sink_parquet(folder / "part-00000.parquet", compression="zstd")
+
+    stats.update(links=int(counts["links"]), links_to_missing_pages=int(counts["missing"]),
+                 links_via_redirect=int(counts["via_redirect"]),
+                 articles=articles.height)
+    return stats
+
+
+def _write(df: pl.DataFrame, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    df.write_parquet(folder / "part-00000.parquet", compression="zstd")
+
+
+def build_wiki_language(lang: str, shards: Sequence[Path], shard_counts: Sequence[dict], max_hops: int,
+                        out: Path) -> StageResult:
+    """Stage entry point: resolve one language from its shard artifacts; write the drop counts of all steps."""
+    stats = resolve_language(shards, lang, max_hops, out)
+    drops = [dict(r) for c in shard_counts for r in c.get("drop_rows", [])]
+    drops += [{"lang": lang, "stage": "resolve", "reason": "links_to_missing_pages",
+               "count": stats["links_to_missing_pages"]},
+              {"lang": lang, "stage": "resolve", "reason": "redirects_to_missing_or_cyclic",
+               "count": stats["redirects_to_missing_or_cyclic"]}]
+    table = (pl.DataFrame(drops, schema={"lang": pl.Utf8, "stage": pl.Utf8, "reason": pl.Utf8, "count": pl.Int64})
+             .group_by("lang", "stage", "reason", maintain_order=True).agg(pl.col("count").sum()))
+    _write(table, out / "wiki_drop_counts" / f"lang={lang}")
+    totals = {k: sum(int(c.get(k, 0)) for c in shard_counts) for k in ("pages", "redirects", "sentences", "links")}
+    log.info("%s: %d articles, %d redirects, %d sentences, %d links (%d via redirects, %d to missing pages)", lang,
+             totals["pages"], totals["redirects"], totals["sentences"], stats["links"], stats["links_via_redirect"],
+             stats["links_to_missing_pages"])
+    return StageResult(
+        tables={"wiki_pages": "wiki_pages", "wiki_links": "wiki_links", "wiki_page_targets": "wiki_page_targets",
+                "wiki_drop_counts": "wiki_drop_counts"},
+        stats={**stats, **totals},
+    )

@@ -1,0 +1,290 @@
+"""Wikipedia2Vec entity vectors: the link-graph shape bug of wikipedia2vec 2.0.0, our fixed builder, training with the
+link graph on a hand-written dump, Parquet export, pretrained loading."""
+
+from __future__ import annotations
+
+import bz2
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pydantic import ValidationError
+
+from pipelines.wikipedia.entity_vectors import (
+    EntityModelError,
+    EntityVectorSettings,
+    build_link_graph,
+    export_vectors,
+    load_pretrained,
+    model_entities,
+    model_for,
+    train_model,
+)
+
+needs_w2v = pytest.mark.skipif(
+    importlib.util.find_spec("wikipedia2vec") is None,
+    reason="wikipedia2vec is not installed (optional extra: pip install 'polysent[entity-vectors]')",
+)
+
+DIM = 8
+
+# (title, wikitext, redirect target). With min_entity_count=1 every link target is an entity. The Greek letters link
+# each other (they get link-graph edges). "Index of curiosities" is linked by no page, so it is no entity and its links
+# to the Z-titles create no edge: Zither, Zygote, Zeppelin, Zebra crossing are entities without any edge, and the
+# marisa trie gives them the highest entity indices — exactly the condition that crashes wikipedia2vec 2.0.0.
+PAGES: list[tuple[str, str, str | None]] = [
+    ("Alpha", "Alpha is the first letter and it comes before [[Beta]] and [[Gamma]] in the [[Epsilon|old]] "
+              "alphabet of the Greeks.", None),
+    ("Beta", "Beta follows [[Alpha]] and precedes [[Gamma]] and also [[Delta]] in the usual order.", None),
+    ("Gamma", "Gamma is a letter written near [[Beta]] and [[alpha]] in the Greek script of old.", None),
+    ("Delta", "Delta comes after [[Gamma#History|gamma]] and refers back to [[Alpha (letter)|the first letter]] "
+              "of the alphabet.", None),
+    ("Epsilon", "Epsilon is a vowel that follows [[Delta]] in most of the modern alphabets today.", None),
+    ("Alpha (letter)", "#REDIRECT [[Alpha]]", "Alpha"),
+    ("Greek alphabet", "The Greek alphabet contains [[Alpha]], [[Beta]], [[Gamma]], [[Delta]] and [[Epsilon]] "
+                       "among its letters.", None),
+    ("Index of curiosities", "This index lists [[Zither]], [[Zygote]], [[Zeppelin]] and [[Zebra crossing]] among "
+                             "many other curiosities.", None),
+    ("Zither", "A zither is a stringed instrument with many strings across a flat board.", None),
+    ("Zygote", "A zygote is the cell formed when two gametes join during fertilisation.", None),
+    ("Zeppelin", "A zeppelin is a rigid airship named after the count who built the first ones.", None),
+    ("Zebra crossing", "A zebra crossing is a pedestrian crossing marked with broad white stripes.", None),
+    ("Lambda", "Lambda is another letter of the alphabet that nobody links to here at all.", None),
+    ("Omega", "Omega is the last letter and it points back to [[Alpha]] once more in the text.", None),
+]
+
+
+def write_dump(path: Path, pages: list[tuple[str, str, str | None]] = PAGES) -> Path:
+    """A minimal MediaWiki export (xml:lang last on the first line: wikipedia2vec reads the language from it)."""
+    parts = [
+        '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="en">',
+        "  <siteinfo>\n    <sitename>Wikipedia</sitename>\n    <dbname>enwiki</dbname>\n"
+        "    <base>https://en.wikipedia.org/wiki/Main_Page</base>\n    <generator>MediaWiki 1.42</generator>\n"
+        "    <case>first-letter</case>\n    <namespaces>\n"
+        '      <namespace key="0" case="first-letter" />\n'
+        '      <namespace key="14" case="first-letter">Category</namespace>\n'
+        "    </namespaces>\n  </siteinfo>",
+    ]
+    all_pages = [*pages, ("Category:Letters", "Letters of [[Alpha]] and [[Zither]].", None)]
+    for pid, (title, text, redirect) in enumerate(all_pages, 1):
+        ns = 14 if title.startswith("Category:") else 0
+        red = f'\n    <redirect title="{escape(redirect)}" />' if redirect else ""
+        parts.append(
+            f"  <page>\n    <title>{escape(title)}</title>\n    <ns>{ns}</ns>\n    <id>{pid}</id>{red}\n"
+            f"    <revision>\n      <id>{1000 + pid}</id>\n"
+            f'      <text bytes="{len(text)}" xml:space="preserve">{escape(text)}</text>\n'
+            "    </revision>\n  </page>"
+        )
+    parts.append("</mediawiki>\n")
+    path.write_bytes(bz2.compress("\n".join(parts).encode("utf-8")))
+    return path
+
+
+def tiny_settings(**kw: object) -> EntityVectorSettings:
+    base: dict[str, object] = dict(mode="train", dim=DIM, iterations=1, window=2, negative=2, min_entity_count=1,
+                                   min_word_count=1, pool_size=2, word_neg_power=0.0)
+    base.update(kw)
+    return EntityVectorSettings(**base)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(dump, model.pkl): our pipeline, link graph on, on the crash-condition dump."""
+    if importlib.util.find_spec("wikipedia2vec") is None:
+        pytest.skip("wikipedia2vec is not installed")
+    root = tmp_path_factory.mktemp("w2v")
+    dump = write_dump(root / "enwiki-tiny.xml.bz2")
+    model = train_model(dump, tiny_settings(), root / "work", progress=False)
+    return dump, model
+
+
+# ------------------------------------------------------------------------------------------ settings / no package
+
+
+def test_settings_validate_and_document_every_field() -> None:
+    s = EntityVectorSettings()
+    assert s.mode == "none" and s.dim == 768 and s.link_graph is True
+    assert all(f.description for f in EntityVectorSettings.model_fields.values())
+    with pytest.raises(ValidationError, match="needs `pretrained`"):
+        EntityVectorSettings(mode="pretrained")
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        EntityVectorSettings(dims=5)
+    assert model_for(EntityVectorSettings(mode="none"), Path("unused")) is None
+
+
+def test_clear_error_without_wikipedia2vec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "wikipedia2vec", None)  # import fails as if not installed
+    with pytest.raises(ImportError, match=r"polysent\[entity-vectors\]"):
+        load_pretrained(tmp_path / "model.pkl")
+
+
+# ------------------------------------------------------------------------------------------------ the bug + fix
+
+
+@needs_w2v
+def test_upstream_link_graph_is_too_short_and_training_crashes(tmp_path: Path) -> None:
+    from wikipedia2vec import Dictionary, DumpDB, Wikipedia2Vec
+    from wikipedia2vec.link_graph import LinkGraph
+    from wikipedia2vec.utils.tokenizer import get_tokenizer
+    from wikipedia2vec.utils.wiki_dump_reader import WikiDumpReader
+
+    dump = write_dump(tmp_path / "enwiki-tiny.xml.bz2")
+    DumpDB.build(WikiDumpReader(str(dump)), str(tmp_path / "dump.db"), pool_size=1, chunk_size=10)
+    db = DumpDB(str(tmp_path / "dump.db"))
+    tok = get_tokenizer("regexp")
+    dic = Dictionary.build(db, tok, lowercase=True, min_word_count=1, min_entity_count=1, min_paragraph_len=5,
+                           category=False, disambi=False, pool_size=1, chunk_size=10, progressbar=False)
+    n, off = dic.entity_size, dic.entity_offset
+    titles = {e.index - off: e.title for e in dic.entities()}
+    assert set(titles.values()) == {"Alpha", "Beta", "Gamma", "Delta", "Epsilon", "Zither", "Zygote", "Zeppelin",
+                                    "Zebra crossing"}
+
+    upstream = LinkGraph.build(db, dic, pool_size=1, chunk_size=10, progressbar=False).serialize()
+    ours = build_link_graph(db, dic, pool_size=1, progressbar=False)
+    fixed = ours.serialize()
+
+    # the cause: coo_matrix without shape= stops at the last entity that has an edge
+    edgeless = [titles[i] for i in range(n) if len(ours.neighbor_indices(i + off)) == 0]
+    assert set(edgeless) == {"Zither", "Zygote", "Zeppelin", "Zebra crossing"}
+    last_linked = max(i for i in range(n) if titles[i] not in edgeless)
+    assert last_linked < n - 1  # the highest entity indices are edgeless: the crash condition
+    assert len(upstream["indptr"]) == last_linked + 2 < n + 1
+    broken = LinkGraph.load(dict(upstream), dic)
+    with pytest.raises(IndexError, match="out of bounds"):
+        broken.neighbor_indices(off + n - 1)  # what training calls for every entity
+
+    # the fix: same edges, indptr padded to entity_size + 1
+    assert len(fixed["indptr"]) == n + 1
+    np.testing.assert_array_equal(fixed["indices"], upstream["indices"])
+    np.testing.assert_array_equal(fixed["indptr"][: len(upstream["indptr"])], upstream["indptr"])
+    assert set(fixed["indptr"][len(upstream["indptr"]) - 1:].tolist()) == {len(upstream["indices"])}
+    alpha = {dic.get_entity_by_index(int(i)).title for i in ours.neighbor_indices(dic.get_entity_index("Alpha"))}
+    assert alpha == {"Beta", "Gamma", "Epsilon", "Delta"}  # Delta via the redirect "Alpha (letter)"; not Omega
+
+    # and the real thing: upstream training with its link graph dies in the workers
+    kw = dict(dim_size=DIM, init_alpha=0.025, min_alpha=0.0001, window=2, negative=2, word_neg_power=0.0,
+              entity_neg_power=0.0, sample=1e-4, iteration=1, entities_per_page=10, pool_size=1, chunk_size=10,
+              progressbar=False)
+    with pytest.raises(IndexError, match="out of bounds"):
+        Wikipedia2Vec(dic).train(db, LinkGraph.load(dict(upstream), dic), None, tok, None, **kw)
+    model = Wikipedia2Vec(dic)
+    model.train(db, LinkGraph.load(dict(fixed), dic), None, tok, None, **kw)
+    assert model.get_entity_vector("Zeppelin").shape == (DIM,)
+
+
+@needs_w2v
+def test_no_entity_links_at_all(tmp_path: Path) -> None:
+    """Upstream cannot even build the graph (no shape to infer from empty arrays); ours gives empty rows."""
+    from wikipedia2vec import Dictionary, DumpDB
+    from wikipedia2vec.link_graph import LinkGraph
+    from wikipedia2vec.utils.tokenizer import get_tokenizer
+    from wikipedia2vec.utils.wiki_dump_reader import WikiDumpReader
+
+    dump = write_dump(tmp_path / "enwiki-nolinks.xml.bz2", [p for p in PAGES if p[0] in {
+        "Index of curiosities", "Zither", "Zygote", "Zeppelin", "Zebra crossing", "Lambda"}])
+    DumpDB.build(WikiDumpReader(str(dump)), str(tmp_path / "dump.db"), pool_size=1, chunk_size=10)
+    db = DumpDB(str(tmp_path / "dump.db"))
+    dic = Dictionary.build(db, get_tokenizer("regexp"), lowercase=True, min_word_count=1, min_entity_count=1,
+                           min_paragraph_len=5, category=False, disambi=False, pool_size=1, chunk_size=10,
+                           progressbar=False)
+    assert dic.entity_size == 4
+    with pytest.raises(ValueError, match="cannot infer dimensions"):
+        LinkGraph.build(db, dic, pool_size=1, chunk_size=10, progressbar=False)
+    graph = build_link_graph(db, dic, pool_size=1, progressbar=False).serialize()
+    assert graph["indptr"].tolist() == [0] * 5 and len(graph["indices"]) == 0
+
+
+@needs_w2v
+def test_train_with_link_graph_writes_model(trained: tuple[Path, Path]) -> None:
+    _dump, model_path = trained
+    work = model_path.parent
+    assert {p.name for p in work.iterdir()} >= {"dump.db", "dictionary.pkl", "link_graph.pkl", "mention_db.pkl",
+                                                 "model.pkl", "model.json"}
+    assert not [p for p in work.iterdir() if ".tmp-" in p.name or p.name.endswith("-lock")]
+    model = load_pretrained(model_path, dim=DIM)
+    assert model.train_params["link_graph"]  # trained with (our) link graph
+    assert model.syn0.shape[1] == DIM and np.isfinite(model.syn0).all()
+    counts = model_entities(model_path)
+    assert set(counts["title"]) >= {"Alpha", "Zither"}
+    assert counts.filter(pl.col("title") == "Alpha")["count"].item() == 5  # 4 direct links + 1 via its redirect
+    assert set(model_entities(model_path, min_count=2)["title"]) == {"Alpha", "Beta", "Gamma", "Delta", "Epsilon"}
+
+
+# ------------------------------------------------------------------------------------------------------ export
+
+
+@needs_w2v
+def test_export_only_vocabulary_rows_with_redirects(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    _dump, model_path = trained
+    entities = pl.DataFrame({
+        "entity": ["Q1", "Q10", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7", "Q1"],
+        "title": ["Alpha", "Alpha (letter)", "Alfa", "beta", "Gamma#History", "Nonexistent page", "Greek alphabet",
+                  "Zither", "Beta"],
+    })
+    out = tmp_path / "vec" / "entity_vectors.parquet"
+    stats = export_vectors(model_path, entities, out, dim=DIM, redirects={"Alfa": "Alpha (letter)"})
+
+    assert stats["requested"] == 9 and stats["duplicate_keys"] == 1
+    assert stats["found"] == 6 and stats["missing"] == 2
+    assert stats["missing_examples"] == ["Nonexistent page", "Greek alphabet"]  # a page, but never linked
+    assert stats["found_by"] == {"exact": 2, "model_redirect": 1, "redirect": 1, "normalised": 2}
+    table = pq.read_table(out)
+    assert table.schema.field("vector").type == pa.list_(pa.float32(), DIM)
+    assert table.schema.field("entity").type == pa.string() and table.schema.field("title").type == pa.string()
+    df = pl.from_arrow(table)
+    assert df["entity"].to_list() == ["Q1", "Q10", "Q2", "Q3", "Q4", "Q7"]
+    vec = {e: np.asarray(v, dtype=np.float32) for e, v in zip(df["entity"], df["vector"].to_list(), strict=True)}
+    model = load_pretrained(model_path)
+    np.testing.assert_array_equal(vec["Q1"], model.get_entity_vector("Alpha"))
+    np.testing.assert_array_equal(vec["Q2"], vec["Q1"])  # Alfa → Alpha (letter) → Alpha
+    np.testing.assert_array_equal(vec["Q3"], model.get_entity_vector("Beta"))
+    np.testing.assert_array_equal(vec["Q4"], model.get_entity_vector("Gamma"))
+    assert not [p for p in out.parent.iterdir() if p != out]  # atomic: no temporary left
+
+    # list input and an empty result still give the fixed-size schema
+    stats = export_vectors(model_path, [("X", "Nothing here")], out, dim=DIM)
+    assert stats["found"] == 0 and pq.read_table(out).schema.field("vector").type == pa.list_(pa.float32(), DIM)
+
+
+@needs_w2v
+def test_pretrained_errors_are_clear(trained: tuple[Path, Path], tmp_path: Path) -> None:
+    _dump, model_path = trained
+    with pytest.raises(EntityModelError, match=rf"{re.escape(str(model_path))}: .*dimension {DIM}, but dimension 768"):
+        load_pretrained(model_path, dim=768)
+    with pytest.raises(EntityModelError, match="dimension 768"):
+        export_vectors(model_path, [("Q1", "Alpha")], tmp_path / "v.parquet", dim=768)
+    settings = EntityVectorSettings(mode="pretrained", pretrained=model_path, dim=16)
+    with pytest.raises(EntityModelError, match=rf"dimension {DIM}, but dimension 16"):
+        model_for(settings, tmp_path)
+    assert model_for(settings.model_copy(update={"dim": DIM}), tmp_path) == model_path
+    with pytest.raises(FileNotFoundError, match=r"absent\.pkl"):
+        load_pretrained(tmp_path / "absent.pkl")
+    junk = tmp_path / "junk.pkl"
+    junk.write_bytes(b"enwiki 2 3\nAlpha 0.1 0.2 0.3\n")
+    with pytest.raises(EntityModelError, match="not a Wikipedia2Vec model"):
+        load_pretrained(junk)
+    assert not (tmp_path / "v.parquet").exists()
+
+
+@needs_w2v
+def test_train_rejects_plain_xml(tmp_path: Path) -> None:
+    xml = tmp_path / "dump.xml"
+    xml.write_text("<mediawiki/>")
+    with pytest.raises(ValueError, match=r"bz2-compressed"):
+        train_model(xml, tiny_settings(), tmp_path / "work")
+
+
+@needs_w2v
+def test_training_refuses_other_wikipedia2vec_versions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import pipelines.wikipedia.entity_vectors as ev
+
+    monkeypatch.setattr(ev.metadata, "version", lambda name: "2.1.0")
+    with pytest.raises(RuntimeError, match=r"wikipedia2vec 2\.1\.0 is installed.*2\.0\.x"):
+        train_model(write_dump(tmp_path / "d.xml.bz2"), tiny_settings(), tmp_path / "work")
