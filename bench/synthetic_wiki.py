@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import bz2
 import hashlib
-import html
 import json
 import multiprocessing
 import os
@@ -41,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lxml import etree
+
+from pipelines.wikipedia.wikitext import normalize_title  # MediaWiki title normalisation, one definition
 
 GENERATOR_VERSION = 1
 COMPRESSLEVEL = 9
@@ -57,16 +58,6 @@ def _esc(s: str) -> str:
 
 def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
-
-
-def normalize_title(raw: str) -> str:
-    """MediaWiki title normalisation for matching: fragment dropped, entities decoded, underscores and runs of spaces
-    → one space, leading colon dropped, first letter upper case (``$wgCapitalLinks``, as on Wikipedia)."""
-    t = html.unescape(raw.split("#", 1)[0])
-    t = _SPACES.sub(" ", t).strip()
-    if t.startswith(":"):
-        t = t[1:].lstrip()
-    return t[:1].upper() + t[1:]
 
 
 def mediawiki_sha1(text: str) -> str:

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import bz2
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from lxml import etree
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # bench/ is not an installed package
-    sys.path.insert(0, str(REPO))
-
-from bench.synthetic_wiki import normalize_title, read_meta, replicate_dump, rewrite_links  # noqa: E402
+from bench.synthetic_wiki import normalize_title, read_meta, replicate_dump, rewrite_links
 
 NS = "{http://www.mediawiki.org/xml/export-0.10/}"
 LINK = re.compile(r"\[\[([^\[\]|\n]+)(?:\||\]\])")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bz2
+import html
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -50,3 +53,55 @@ def build_chain(dumps: Mapping[str, Path], out: Path, wikidata: Path | None = No
     build_hard_negatives(hard_negatives or HardNegativeSettings(), ent, langs, shards, hn)
     dirs.update(entities=ent, hn=hn)
     return dirs
+
+
+_PAGE_RE = re.compile(rb"[ \t]*<page>.*?</page>[ \t]*\n?", re.S)
+_TITLE_RE = re.compile(rb"<title>(.*?)</title>", re.S)
+_ID_RE = re.compile(rb"<id>(\d+)</id>")
+
+
+def split_dump_xml(xml: bytes) -> tuple[bytes, list[bytes], bytes]:
+    """``(head up to the first <page>, [each <page>…</page> with its line], tail after the last page)``."""
+    pages = list(_PAGE_RE.finditer(xml))
+    if not pages:
+        return xml, [], b""
+    head, tail = xml[:pages[0].start()], xml[pages[-1].end():]
+    if b"</mediawiki>" not in tail:
+        raise ValueError("the XML has no </mediawiki> after its last page")
+    return head, [m.group(0) for m in pages], tail
+
+
+def write_dump(xml: bytes, path: Path, *, multistream: bool, pages_per_stream: int = 5) -> Path | None:
+    """Write ``xml`` (a whole MediaWiki export) as plain XML (``path`` ends in ``.xml``), single-stream bz2 or
+    Wikipedia-layout multistream bz2 (``.xml.bz2``).
+
+    Multistream: the first bz2 stream holds ``<mediawiki…><siteinfo>…</siteinfo>``, then one stream per
+    ``pages_per_stream`` pages, and a last stream with ``</mediawiki>``; the index ``…-index.txt.bz2`` next to the dump
+    (``offset:page_id:title`` per page, as Wikipedia publishes it) is written too and its path returned.
+    """
+    path = Path(path)
+    if path.suffix == ".xml":
+        if multistream:
+            raise ValueError("a multistream dump must be .xml.bz2")
+        path.write_bytes(xml)
+        return None
+    if not path.name.endswith(".xml.bz2"):
+        raise ValueError(f"{path}: expected a .xml or .xml.bz2 name")
+    if not multistream:
+        path.write_bytes(bz2.compress(xml))
+        return None
+    head, pages, tail = split_dump_xml(xml)
+    index_lines: list[bytes] = []
+    with open(path, "wb") as fh:
+        fh.write(bz2.compress(head))
+        for i in range(0, len(pages), pages_per_stream):
+            offset = fh.tell()
+            group = pages[i:i + pages_per_stream]
+            for page in group:
+                title = html.unescape(_TITLE_RE.search(page).group(1).decode("utf-8"))
+                index_lines.append(b"%d:%s:%s\n" % (offset, _ID_RE.search(page).group(1), title.encode("utf-8")))
+            fh.write(bz2.compress(b"".join(group)))
+        fh.write(bz2.compress(tail))
+    index = path.with_name(path.name.replace(".xml.bz2", "-index.txt.bz2"))
+    index.write_bytes(bz2.compress(b"".join(index_lines)))
+    return index

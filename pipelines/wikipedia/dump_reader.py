@@ -123,15 +123,23 @@ def open_dump(path: Path) -> IO[bytes]:
 def read_siteinfo(path: Path) -> SiteInfo:
     """Parse ``<siteinfo>`` from the head of the dump (reads only the first stream / first MiBs)."""
     path = Path(path)
+    cut_by: Exception | None = None
     with open_dump(path) as fh:
         head = b""
         while b"</siteinfo>" not in head and _PAGE_OPEN not in head and len(head) < (64 << 20):
-            chunk = fh.read(_READ)
+            try:
+                chunk = fh.read1(_READ)  # read1: what was decompressed before a cut is kept
+            except (EOFError, OSError, zlib.error) as exc:
+                cut_by = exc  # truncated or corrupt: the page reader reports it (naming the last complete page)
+                break
             if not chunk:
                 break
             head += chunk
     cut = head.find(b"</siteinfo>")
     start = head.find(b"<mediawiki")
+    if cut < 0 and isinstance(cut_by, EOFError):
+        raise TruncatedDumpError(f"{path}: the compressed data ends before the end of <siteinfo> (truncated file), "
+                                 "before any complete page")
     if start < 0 or cut < 0:
         raise DumpFormatError(f"{path}: no <mediawiki> root with a <siteinfo> before the first <page>; expected a "
                               "MediaWiki XML export")
@@ -360,20 +368,20 @@ def _xml_range_pages(path: Path, rng: ByteRange, counts: ReadCounts, allow: bool
 
 def _stream_pages(path: Path, kind: DumpKind, counts: ReadCounts, allow: bool) -> Iterator[bytes]:
     last: bytes | None = None
-    buf = b""
+    buf = bytearray()  # read1 gives small chunks (64 KiB for gzip): append in place
     with bz2.open(path, "rb") if kind == "bz2" else gzip.open(path, "rb") as fh:
         while True:
             try:
-                chunk = fh.read(_READ)
+                chunk = fh.read1(_READ)  # not read(): it drops what it decompressed when the data ends early
             except (EOFError, OSError, zlib.error) as exc:
-                pages, _ = _complete_pages(buf)
+                pages, _ = _complete_pages(bytes(buf))
                 if pages:
                     yield pages
                     last = pages
                 _truncated(path, counts, last, allow, f"the compressed data ends early ({exc})")
                 return
             if not chunk:
-                pages, rest = _complete_pages(buf)
+                pages, rest = _complete_pages(bytes(buf))
                 if pages:
                     yield pages
                     last = pages
@@ -382,7 +390,7 @@ def _stream_pages(path: Path, kind: DumpKind, counts: ReadCounts, allow: bool) -
                 return
             buf += chunk
             if len(buf) >= _FRAGMENT_BYTES:
-                pages, rest = _complete_pages(buf)
+                pages, rest = _complete_pages(bytes(buf))
                 if pages:
                     last = pages
                     yield pages

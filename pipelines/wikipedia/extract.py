@@ -134,7 +134,7 @@ def _context(site: SiteInfo, lang: str, settings: WikiSettings, out: Path) -> _C
 class _Parts:
     """Column buffers of one work item, flushed as numbered Parquet parts under ``<table>/lang=<xx>/``."""
 
-    ROWS = 400_000
+    ROWS = 64_000  # sentences per part: bounds each worker's buffers whatever the range size
 
     def __init__(self, ctx: _Context, name: str) -> None:
         self.ctx, self.name, self.n = ctx, name, 0

@@ -1,0 +1,127 @@
+"""Type-based hard negatives and EASE sampling on purpose-built entities, types, links and pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import SAMPLE
+from wiki_chain import build_chain
+
+from pipelines.wikipedia.entities import EntitySettings
+from pipelines.wikipedia.hard_negatives import HardNegativeSettings, build_hard_negatives, type_candidates
+
+DUMPS = {lang: SAMPLE / "wikipedia" / f"{lang}wiki-sample.xml.bz2" for lang in ("en", "de", "ru")}
+
+
+def _types() -> pl.DataFrame:
+    rows = [(f"C{i}", "city") for i in range(30)] + [(f"P{i}", "person") for i in range(5)]
+    rows += [("C0", "capital"), ("C1", "capital"), ("X", "lonely")]
+    return pl.DataFrame(rows, schema={"entity": pl.Utf8, "type": pl.Utf8}, orient="row")
+
+
+def test_candidates_come_from_one_type_exclude_self_and_are_deterministic() -> None:
+    types = _types()
+    cands = type_candidates(types, k=10, seed=42)
+    assert cands["entity"].to_list() == sorted(types["entity"].unique().to_list())
+    members = types.group_by("type").agg("entity")
+    by_type = dict(zip(members["type"], members["entity"].to_list(), strict=True))
+    for entity, typ, cs in cands.iter_rows():
+        assert (entity, typ) in set(types.iter_rows())  # the chosen type is one of the entity's own
+        assert entity not in cs and len(cs) == len(set(cs))
+        assert set(cs) <= set(by_type[typ])
+        n = len(by_type[typ])
+        assert len(cs) == n - 1 if n <= 10 else len(cs) in (9, 10)  # K drawn, then the entity itself removed
+    lonely = cands.filter(pl.col("entity") == "X")
+    assert lonely["candidates"][0].to_list() == []  # the only member of its type: no candidate
+    assert type_candidates(types, k=10, seed=42).equals(cands)
+    other = type_candidates(types, k=10, seed=7)
+    assert not other.equals(cands)
+
+
+def test_candidate_windows_cover_the_type_uniformly() -> None:
+    """Over many entities every member of a type is drawn about equally often (a random K-subset per entity)."""
+    types = pl.DataFrame({"entity": [f"E{i}" for i in range(400)], "type": ["t"] * 400})
+    cands = type_candidates(types, k=10, seed=1)
+    counts = cands.explode("candidates")["candidates"].value_counts()["count"]
+    assert counts.len() == 400  # every member is somebody's candidate
+    assert counts.mean() == pytest.approx(10 - 10 / 400, rel=0.01)
+    assert counts.max() <= 25
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return build_chain(DUMPS, tmp_path_factory.mktemp("hn") / "c", SAMPLE / "wikidata" / "entities.jsonl",
+                       entities=EntitySettings(min_link_count=2))
+
+
+def test_negatives_are_of_the_positive_type_and_never_linked_on_the_page(chain: dict[str, Path]) -> None:
+    hn = pl.read_parquet(chain["hn"] / "hard_negatives")
+    assert hn.height > 300 and set(hn["lang"]) == {"en", "de", "ru"}
+    types = pl.read_parquet(chain["entities"] / "entity_types.parquet")
+    typed = set(types.select("entity", "type").iter_rows())
+    titles = pl.read_parquet(chain["entities"] / "entity_titles.parquet")
+    for lang in ("en", "de", "ru"):
+        targets = (pl.read_parquet(chain[f"lang-{lang}"] / "wiki_page_targets")
+                   .join(titles.filter(pl.col("lang") == lang).select(pl.col("page_id").alias("target_page_id"),
+                                                                        "entity"), on="target_page_id"))
+        on_page = set(targets.select("page_id", "entity").iter_rows())
+        rows = hn.filter(pl.col("lang") == lang)
+        for page_id, entity, negative, cands, typ in rows.select("page_id", "entity", "negative", "candidates",
+                                                                 "type").iter_rows():
+            assert negative in cands and entity not in cands
+            assert (entity, typ) in typed and all((c, typ) in typed for c in cands)
+            assert all((page_id, c) not in on_page for c in cands)
+    # the text really contains the link surface at its offsets
+    assert hn.select((pl.col("text").str.slice(pl.col("start"), pl.col("end") - pl.col("start"))
+                      == pl.col("surface")).all()).item()
+
+
+def test_same_page_exclusion_drops_pairs_and_counts_them(chain: dict[str, Path], tmp_path: Path) -> None:
+    """With K large enough to take a whole type, every candidate of a city on a page that links all other cities
+    is excluded; such pairs are dropped and counted."""
+    langs = {lang: chain[f"lang-{lang}"] for lang in DUMPS}
+    shards = {lang: [chain[f"shard-{lang}-0"]] for lang in DUMPS}
+    build_hard_negatives(HardNegativeSettings(negatives_per_entity=1000), chain["entities"], langs, shards, tmp_path)
+    drops = pl.read_parquet(tmp_path / "ease_drop_counts.parquet")
+    hn = pl.read_parquet(tmp_path / "hard_negatives")
+    types = pl.read_parquet(chain["entities"] / "entity_types.parquet")
+    sizes = dict(types.group_by("type").len().iter_rows())
+    # with K ≥ every type's size the candidates are the whole type minus the entity and minus the page's links:
+    # on the sample's city pages other cities are linked, so some candidate lists are shorter than the type
+    short = hn.filter(pl.col("candidates").list.len() < pl.col("type").replace_strict(sizes) - 1)
+    assert short.height > 0
+    assert drops.filter(pl.col("reason") == "all_candidates_linked_on_page")["count"].sum() == 0
+    # with K = 1 the single candidate is often linked on the same page: those pairs are dropped and counted
+    one = tmp_path / "k1"
+    one.mkdir()
+    build_hard_negatives(HardNegativeSettings(negatives_per_entity=1), chain["entities"], langs, shards, one)
+    drops1 = pl.read_parquet(one / "ease_drop_counts.parquet")
+    n_on_page = drops1.filter(pl.col("reason") == "all_candidates_linked_on_page")["count"].sum()
+    assert n_on_page > 50
+    assert pl.read_parquet(one / "hard_negatives").height + n_on_page == hn.height
+    links = sum(pl.read_parquet(chain[f"lang-{lang}"] / "wiki_links").height for lang in DUMPS)
+    assert hn.height + drops["count"].sum() == links  # every link is either a pair or a counted drop
+
+
+def test_caps_and_quotas_are_reproducible_subsets(chain: dict[str, Path], tmp_path: Path) -> None:
+    langs = {lang: chain[f"lang-{lang}"] for lang in DUMPS}
+    shards = {lang: [chain[f"shard-{lang}-0"]] for lang in DUMPS}
+    full = pl.read_parquet(chain["hn"] / "hard_negatives")
+    key = ["lang", "page_id", "sent_id", "link_no"]
+    settings = HardNegativeSettings(max_pairs_per_entity=3, max_pairs_per_language={"en": 20, "de": 15, "ru": 10})
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    build_hard_negatives(settings, chain["entities"], langs, shards, a)
+    build_hard_negatives(settings, chain["entities"], langs, shards, b)
+    sa = pl.read_parquet(a / "hard_negatives")
+    assert sa.equals(pl.read_parquet(b / "hard_negatives"))
+    assert dict(sa.group_by("lang").len().iter_rows()) == {"en": 20, "de": 15, "ru": 10}
+    assert sa.group_by("lang", "entity").len()["len"].max() <= 3
+    # a subset of the uncapped pairs, with the same negatives (drawn per pair, not per sample)
+    joined = sa.join(full, on=key, suffix="_full")
+    assert joined.height == sa.height and (joined["negative"] == joined["negative_full"]).all()
+    with pytest.raises(ValueError, match="no entry for 'ru'"):
+        HardNegativeSettings(max_pairs_per_language={"en": 5}).quota("ru")
