@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: pipeline plan test test-all bench bench-corpora lint clean setup
+.PHONY: pipeline plan test test-all bench bench-corpora bench-wiki bench-wikidata lint clean setup
 
 setup: $(STAMP)
 
@@ -47,6 +47,15 @@ bench: $(STAMP)
 # translation corpora at paper scale: writes ~5 GB of synthetic inputs under data/bench-inputs (minutes)
 bench-corpora: $(STAMP)
 	$(BIN)/python -m bench.translation_corpora
+
+# EASE dump extraction against wikiextractor and wikipedia2vec (English sample ×10, ×50; needs ../shared/data)
+bench-wiki: $(STAMP)
+	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/python -m bench.wikipedia_extract --copies 10 50 --repeat 3
+
+# Wikidata JSON reader on replicated Q42 entities (needs ../shared/data)
+bench-wikidata: $(STAMP)
+	$(BIN)/python -m bench.wikidata_reader --repeat 3
 
 clean:
 	rm -rf data .prefect .pytest_cache .ruff_cache

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from warehouse.artifacts import StageResult
 
-STAGE_VERSION = "3"  # 2: no timestamp in report.md; 3: leakage section, bookkeeping tables not counted
+STAGE_VERSION = "4"  # 2: no timestamp in report.md; 3: leakage section, bookkeeping tables not counted
 
 
 class ReportSettings(BaseModel):
@@ -57,6 +57,15 @@ def build_report(settings: ReportSettings, corpora: Mapping[str, Path], evaluati
         summary = (leaks.group_by("corpus", "eval_set").agg(pl.col("units_removed").sum())
                    .sort("corpus", "eval_set"))
         parts += ["Removed for overlap with evaluation sets (leakage guard):", "", _md_table(summary), ""]
+    drops = [pl.read_parquet(p) for t, p in sorted(corpora.items()) if t.endswith("drop_counts")]
+    if drops:
+        d = pl.concat(drops, how="diagonal_relaxed").filter(pl.col("count") > 0)
+        d_langs = sorted(set(d["lang"]))
+        wide_d = (d.pivot(on="lang", index=["stage", "reason"], values="count", aggregate_function="sum")
+                  .select("stage", "reason", *d_langs).sort("stage", "reason")
+                  .with_columns(pl.col(lang).cast(pl.Utf8).fill_null("–") for lang in d_langs))
+        parts += ["Dropped on the way (EASE corpus: extraction, redirect resolution, hard negatives, sampling):", "",
+                  _md_table(wide_d), ""]
     parts += ["## Evaluation", ""]
     metrics = pl.concat([pl.read_parquet(p) for p in evaluations.values()]) if evaluations else pl.DataFrame()
     if metrics.height:

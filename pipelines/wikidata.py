@@ -308,8 +308,8 @@ def _statement_list(buf: bytes, a: int, hi: int, end: int, opening: bytes) -> An
         e = q - 1 if q > a + 1 and buf[q - 1] == 0x2C else -1
     elif hi < end:  # claims is followed by another section: …]},"sitelinks":{
         e = hi - 2 if buf[hi - 1] == 0x2C and buf[hi - 2] == _RBRACE else -1
-    else:
-        e = -1
+    else:  # claims is the last section: …]}}
+        e = end - 2 if buf[end - 2] == _RBRACE else -1
     if e > a and buf[e - 1] == 0x5D:
         try:
             return _STATEMENTS.decode(buf[a:e])

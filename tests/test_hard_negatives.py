@@ -102,7 +102,9 @@ def test_same_page_exclusion_drops_pairs_and_counts_them(chain: dict[str, Path],
     assert n_on_page > 50
     assert pl.read_parquet(one / "hard_negatives").height + n_on_page == hn.height
     links = sum(pl.read_parquet(chain[f"lang-{lang}"] / "wiki_links").height for lang in DUMPS)
-    assert hn.height + drops["count"].sum() == links  # every link is either a pair or a counted drop
+    own = drops.filter(pl.col("stage") == "hard_negatives")
+    assert hn.height + own["count"].sum() == links  # every link is either a pair or a counted drop
+    assert set(drops["stage"]) == {"extract", "resolve", "hard_negatives"}  # one table of every drop
 
 
 def test_caps_and_quotas_are_reproducible_subsets(chain: dict[str, Path], tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def build_chain(dumps: Mapping[str, Path], out: Path, wikidata: Path | None = No
 
 
 _PAGE_RE = re.compile(rb"[ \t]*<page>.*?</page>[ \t]*\n?", re.S)
-_TITLE_RE = re.compile(rb"<title>(.*?)</title>", re.S)
+_TITLE_RE = re.compile(rb"<title>([^<]*)")  # also the title of a page whose </title> is missing
 _ID_RE = re.compile(rb"<id>(\d+)</id>")
 
 
@@ -98,7 +98,7 @@ def write_dump(xml: bytes, path: Path, *, multistream: bool, pages_per_stream: i
             offset = fh.tell()
             group = pages[i:i + pages_per_stream]
             for page in group:
-                title = html.unescape(_TITLE_RE.search(page).group(1).decode("utf-8"))
+                title = html.unescape(_TITLE_RE.search(page).group(1).decode("utf-8", "replace")).strip()
                 index_lines.append(b"%d:%s:%s\n" % (offset, _ID_RE.search(page).group(1), title.encode("utf-8")))
             fh.write(bz2.compress(b"".join(group)))
         fh.write(bz2.compress(tail))

@@ -385,7 +385,8 @@ def _stream_pages(path: Path, kind: DumpKind, counts: ReadCounts, allow: bool) -
                 if pages:
                     yield pages
                     last = pages
-                if _PAGE_OPEN in buf[rest:] or b"</mediawiki>" not in buf[rest:]:
+                tail = buf[rest:] if pages else buf  # no page left: rest is len(buf), the tail is all of buf
+                if _PAGE_OPEN in tail or b"</mediawiki>" not in tail:
                     _truncated(path, counts, last, allow, "the XML ends inside a <page> or without </mediawiki>")
                 return
             buf += chunk

@@ -15,10 +15,12 @@ bounded). Peak memory is one fragment (4 MiB of XML) plus one part's buffers per
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import multiprocessing as mp
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -291,7 +293,13 @@ def _run_fragment(fragment: bytes, index: int, ctx: _Context) -> tuple[ExtractCo
 
 
 def _pool(processes: int) -> ProcessPoolExecutor:
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    """Workers by ``fork`` (cheap) unless this process runs other threads (Prefect's task runner, a Dask worker):
+    forking a threaded process can deadlock on a lock held by another thread, so then ``forkserver``."""
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        method = "fork"
+    else:
+        method = "forkserver" if "forkserver" in methods else "spawn"
     return ProcessPoolExecutor(processes, mp_context=mp.get_context(method))
 
 
@@ -352,7 +360,10 @@ def extract_pairs(dump: Path, lang: str, out: Path, *, processes: int = 2, index
 def _fan_out_fragments(dump: Path, kind: DumpKind, ctx: _Context, settings: WikiSettings, processes: int,
                        counts: ExtractCounts, rc: ReadCounts) -> None:
     fragments = iter_fragments(dump, ByteRange(0, 0, dump.stat().st_size), kind, rc, settings.allow_truncated)
-    if processes == 1:
+    first = next(fragments, None)
+    second = next(fragments, None) if first is not None else None
+    fragments = itertools.chain([f for f in (first, second) if f is not None], fragments)
+    if processes == 1 or second is None:  # one fragment (a small dump): no pool to start
         for i, fragment in enumerate(fragments):
             c, r = _run_fragment(fragment, i, ctx)
             counts.add(c)

@@ -33,7 +33,7 @@ from pipelines.seeded_hash import seeded_hash, splitmix64
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.ease")
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"
 
 
 class HardNegativeSettings(BaseModel):
@@ -179,8 +179,12 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
         d = folder / f"lang={lang}"
         d.mkdir(exist_ok=True)
         part.write_parquet(d / "part-00000.parquet", compression="zstd")
-    pl.DataFrame(drops, schema={"lang": pl.Utf8, "stage": pl.Utf8, "reason": pl.Utf8, "count": pl.Int64}).write_parquet(
-        out / "ease_drop_counts.parquet")
+    # one table of everything dropped on the way: the extraction and resolution counts of each language, then ours
+    earlier = [pl.read_parquet(path / "wiki_drop_counts" / f"lang={lang}") for lang, path in sorted(languages.items())
+               if (path / "wiki_drop_counts" / f"lang={lang}").exists()]
+    schema = {"lang": pl.Utf8, "stage": pl.Utf8, "reason": pl.Utf8, "count": pl.Int64}
+    pl.concat([*(e.select(pl.col(c).cast(t) for c, t in schema.items()) for e in earlier),
+               pl.DataFrame(drops, schema=schema)]).write_parquet(out / "ease_drop_counts.parquet")
     return StageResult(
         tables={"hard_negatives": "hard_negatives", "entity_negative_candidates": "entity_negative_candidates.parquet",
                 "ease_drop_counts": "ease_drop_counts.parquet"},
