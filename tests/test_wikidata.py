@@ -185,6 +185,23 @@ def test_fast_path_equals_full_parse_on_real_entities(shared_data: Path) -> None
         fast, full = both(line, settings)
         assert fast is not None and fast == full
 
+    # Q42 as the dumps write it (key order, statements opening with "mainsnak", raw UTF-8), P31 moved or removed
+    ent = json.loads(line)
+    claims = {k: [{"mainsnak": st["mainsnak"], **{x: y for x, y in st.items() if x != "mainsnak"}} for st in v]
+              for k, v in ent["claims"].items()}
+    order = ["type", "id", "labels", "descriptions", "aliases", "claims", "sitelinks"]
+    dump_order = {k: ent[k] for k in order} | {"claims": claims, "lastrevid": 1}
+    p31_middle = dict(list(claims.items())[1:30]) | {"P31": claims["P31"]} | dict(list(claims.items())[30:])
+    variants = [dump_order, dump_order | {"claims": p31_middle},
+                dump_order | {"claims": {k: v for k, v in claims.items() if k != "P31"}},
+                dump_order | {"labels": {k: v for k, v in ent["labels"].items() if k not in ("en", "de")}}]
+    for variant in variants:
+        for ascii_only in (True, False):
+            fast, full = both(dumps(variant, ensure_ascii=ascii_only))
+            assert fast is not None and fast == full
+    assert both(dumps(variants[1]))[1].types == ("Q5",) and both(dumps(variants[2]))[1].types == ()
+    assert both(dumps(variants[3]))[1].labels == (None, None, "Дуглас Адамс", "Douglas Adams")
+
     ex = EntityExtractor(SETTINGS)
     files = [shared_data / "wikidata" / "mock-dump.json", SAMPLE / "wikidata" / "entities.jsonl", FIXTURE]
     for path in files:
@@ -196,6 +213,15 @@ def test_fast_path_equals_full_parse_on_real_entities(shared_data: Path) -> None
             n += fast is not None
         if path != files[0]:  # the mock dump puts "id" after the sections: always the full parse
             assert n > 40, path
+
+
+def test_lines_longer_than_the_buffer(tmp_path: Path) -> None:
+    lines = [dumps(entity(f"Q{i}", descriptions={"en": {"language": "en", "value": "x" * 5000 * i}}))
+             for i in range(1, 4)]
+    path = tmp_path / "w.json"
+    path.write_bytes(b"[\n" + b",\n".join(lines) + b"\n]")  # no newline after the last "]"
+    got = [(bytes(buf[a:b]), n) for buf, a, b, n in iter_lines(path, block_bytes=1000)]
+    assert got == [(line, i + 2) for i, line in enumerate(lines)]
 
 
 def test_bad_lines_are_counted_with_line_numbers(tmp_path: Path) -> None:

@@ -251,14 +251,57 @@ def _last_title(fragment: bytes) -> str | None:
     return fragment[i + 7:j].decode("utf-8", "replace") if j > 0 else None
 
 
-def _truncated(path: Path, counts: ReadCounts, last_fragment: bytes | None, allow: bool, what: str) -> None:
+def _truncated(path: Path, counts: ReadCounts, last_fragment: bytes | None, allow: bool, what: str,
+               range_start: int = 0, kind: DumpKind = "xml") -> None:
     last = _last_title(last_fragment) if last_fragment else counts.last_complete_page
+    if last is None and range_start > 0:  # the cut is in this range's first stream/page: look before the range
+        last = title_before(path, range_start, kind)
     counts.truncated = True
     counts.last_complete_page = last
     msg = f"{path}: {what}; the last complete page is {last!r}" if last else f"{path}: {what} before any complete page"
     if not allow:
         raise TruncatedDumpError(msg + " (set allow_truncated to keep the complete pages)")
     log.warning("%s; keeping the complete pages before the cut", msg)
+
+
+def title_before(path: Path, offset: int, kind: DumpKind) -> str | None:
+    """Title of the last page that starts before byte ``offset`` (plain XML), or of the last page of the last bz2
+    stream that starts before it (multistream): what a range that begins with the cut reports as the last complete
+    page. Reads backwards one MiB at a time."""
+    with open(path, "rb") as fh:
+        end = offset
+        while end > 0:
+            start = max(0, end - _READ)
+            fh.seek(start)
+            block = fh.read(end - start + (9 if kind != "xml" else 0))
+            if kind == "xml":
+                i = block.rfind(b"<title>", 0, end - start)
+                if i >= 0:
+                    j = block.find(b"</title>", i)
+                    if j < 0:
+                        fh.seek(start + i)
+                        j_block = fh.read(4096)
+                        j = j_block.find(b"</title>")
+                        return j_block[7:j].decode("utf-8", "replace") if j > 0 else None
+                    return block[i + 7:j].decode("utf-8", "replace")
+            else:
+                hits = [m.start() for m in _BZ2_STREAM.finditer(block) if start + m.start() < end]
+                for hit in reversed(hits):
+                    fh.seek(start + hit)
+                    dec = bz2.BZ2Decompressor()
+                    out = []
+                    while not dec.eof:
+                        chunk = fh.read(_READ)
+                        if not chunk:
+                            break
+                        out.append(dec.decompress(chunk))
+                    title = _last_title(b"".join(out))
+                    if title is not None:
+                        return title
+                end = start + min(hits) if hits else start
+                continue
+            end = start
+    return None
 
 
 def _multistream_pages(path: Path, rng: ByteRange, counts: ReadCounts, allow: bool) -> Iterator[bytes]:
@@ -277,7 +320,8 @@ def _multistream_pages(path: Path, rng: ByteRange, counts: ReadCounts, allow: bo
                 if not chunk:
                     if last is None and out:
                         last, _ = _complete_pages(b"".join(out))
-                    _truncated(path, counts, last, allow, f"bz2 stream at byte {pos} ends early (truncated file)")
+                    _truncated(path, counts, last, allow, f"bz2 stream at byte {pos} ends early (truncated file)",
+                               rng.start, "bz2-multistream")
                     pages, _ = _complete_pages(b"".join(out))
                     if pages:
                         yield pages
@@ -296,7 +340,8 @@ def _multistream_pages(path: Path, rng: ByteRange, counts: ReadCounts, allow: bo
             pos += consumed
             if pos >= size:
                 if not closed:
-                    _truncated(path, counts, last, allow, "the last bz2 stream has no </mediawiki> (truncated file)")
+                    _truncated(path, counts, last, allow, "the last bz2 stream has no </mediawiki> (truncated file)",
+                               rng.start, "bz2-multistream")
                 break
 
 
@@ -360,9 +405,10 @@ def _xml_range_pages(path: Path, rng: ByteRange, counts: ReadCounts, allow: bool
                         return
             if not chunk:
                 if _PAGE_OPEN in buf:
-                    _truncated(path, counts, last, allow, "the file ends inside a <page> (truncated XML)")
+                    _truncated(path, counts, last, allow, "the file ends inside a <page> (truncated XML)", rng.start)
                 elif b"</mediawiki>" not in buf and rng.end >= path.stat().st_size:
-                    _truncated(path, counts, last, allow, "the file ends without </mediawiki> (truncated XML)")
+                    _truncated(path, counts, last, allow, "the file ends without </mediawiki> (truncated XML)",
+                               rng.start)
                 return
 
 
