@@ -55,12 +55,13 @@ statements occur only where the Wikibase JSON model puts them. The fast path doe
 line corrupt inside another property's claims is read, not counted as bad (finding that would cost a full parse).
 
 Measured (``python -m bench.wikidata_reader --repeat 1``: Q42 replicated 20,000× under new ids, 1.5 GB, page-cached,
-one core of a shared, loaded 2-vCPU Xeon VM): **polysent 24,971 entities/s** (0 lines decoded in full, peak RSS
-86 MiB) against ``json.loads`` per line 874/s (28.6× slower) and ``orjson.loads`` 1,345/s (18.6×) in the same run;
-from ``.bz2`` (2,000 replicas, decompression by Python's ``bz2`` included, which dominates) 277/s against 221/s and
-232/s. Runs at quieter moments measured 25,500–28,000/s. Per entity the fast path scans ~40 KB with ``find`` /
-``rfind`` (plus memchr) and decodes ~1 KB, against 76 KB of full JSON decoding; ~40 % of the time is the copy of the
-line from the page cache and the newline search, which any reader pays.
+one core of a shared 2-vCPU Xeon VM at load ~0.5): **polysent 27,829 entities/s** (0 lines decoded in full, peak RSS
+86 MiB) against ``json.loads`` per line 1,128/s (24.7× slower) and ``orjson.loads`` 1,815/s (15.3×) in the same run;
+from ``.bz2`` (2,000 replicas, decompression by Python's ``bz2`` included, which dominates) 323/s against 214/s and
+279/s. The VM's neighbours move the figure: runs at load 2–2.5 on its 2 vCPUs measured 17,600–25,000/s (the anchors
+slowed in proportion). Per entity the fast path scans ~40 KB with ``find``/``rfind`` (plus memchr) and decodes
+~1 KB, against 76 KB of full JSON decoding; ~40 % of the time is the copy of the line from the page cache and the
+newline search, which any reader pays.
 
 Bad input: a line that is not JSON, or not an object with a string ``id``, is counted with its line number (the first
 20 are kept in the stats and logged), never a crash. A truncated or corrupt ``.bz2``/``.gz`` raises
