@@ -134,33 +134,42 @@ def _context(site: SiteInfo, lang: str, settings: WikiSettings, out: Path) -> _C
 
 
 class _Parts:
-    """Column buffers of one work item, flushed as numbered Parquet parts under ``<table>/lang=<xx>/``."""
+    """Column buffers of one work item, written as row groups of one Parquet file per table
+    (``<table>/lang=<xx>/part-<item>.parquet``): a worker holds at most ``ROWS`` sentences, whatever the range size."""
 
-    ROWS = 64_000  # sentences per part: bounds each worker's buffers whatever the range size
+    ROWS = 20_000
 
     def __init__(self, ctx: _Context, name: str) -> None:
-        self.ctx, self.name, self.n = ctx, name, 0
+        self.ctx, self.name = ctx, name
         self.sent: dict[str, list] = {k: [] for k in SENT_SCHEMA.names}
         self.link: dict[str, list] = {k: [] for k in LINK_SCHEMA.names}
         self.page: dict[str, list] = {k: [] for k in PAGE_SCHEMA.names}
+        self.writers: dict[str, pq.ParquetWriter] = {}
 
     def maybe_flush(self) -> None:
         if len(self.sent["page_id"]) >= self.ROWS:
             self.flush()
 
     def flush(self) -> None:
-        if not self.page["page_id"] and self.n:
+        if not self.page["page_id"] and self.writers:
             return
         for table, cols, schema in (("wiki_sentences", self.sent, SENT_SCHEMA),
                                     ("wiki_links_raw", self.link, LINK_SCHEMA),
                                     ("wiki_pages_raw", self.page, PAGE_SCHEMA)):
-            folder = Path(self.ctx.out) / table / f"lang={self.ctx.lang}"
-            folder.mkdir(parents=True, exist_ok=True)
-            pq.write_table(pa.Table.from_pydict(cols, schema=schema),
-                           folder / f"part-{self.name}-{self.n:03d}.parquet", compression="zstd")
+            writer = self.writers.get(table)
+            if writer is None:
+                folder = Path(self.ctx.out) / table / f"lang={self.ctx.lang}"
+                folder.mkdir(parents=True, exist_ok=True)
+                writer = self.writers[table] = pq.ParquetWriter(folder / f"part-{self.name}.parquet", schema,
+                                                                compression="zstd")
+            writer.write_table(pa.Table.from_pydict(cols, schema=schema))
             for v in cols.values():
                 v.clear()
-        self.n += 1
+
+    def close(self) -> None:
+        self.flush()
+        for writer in self.writers.values():
+            writer.close()
 
 
 def _process_fragment(fragment: bytes, ctx: _Context, parts: _Parts, counts: ExtractCounts,
@@ -280,7 +289,7 @@ def _run_range(path: str, kind: DumpKind, rng: ByteRange, ctx: _Context) -> tupl
     parts = _Parts(ctx, f"{rng.index:015d}")
     for fragment in iter_fragments(Path(path), rng, kind, rc, ctx.settings["allow_truncated"]):
         _process_fragment(fragment, ctx, parts, counts, rc)
-    parts.flush()
+    parts.close()
     return counts, rc
 
 
@@ -288,7 +297,7 @@ def _run_fragment(fragment: bytes, index: int, ctx: _Context) -> tuple[ExtractCo
     counts, rc = ExtractCounts(), ReadCounts()
     parts = _Parts(ctx, f"{index:015d}")
     _process_fragment(fragment, ctx, parts, counts, rc)
-    parts.flush()
+    parts.close()
     return counts, rc
 
 

@@ -99,7 +99,7 @@ class ParsedPage:
     infoboxes: list[str]
 
 
-@lru_cache(maxsize=1 << 17)
+@lru_cache(maxsize=1 << 15)
 def normalize_title(title: str) -> str:
     """MediaWiki title normalisation: fragment dropped, underscores → spaces, spaces collapsed, first letter upper."""
     title = title.split("#", 1)[0].replace("_", " ")
