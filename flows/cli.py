@@ -116,9 +116,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             summary = summary_dict(run_pipeline(cfg, Path(args.config), execute_local, force=force))
         else:
-            from flows.pipeline import polysent_pipeline
+            from flows.pipeline import polysent_pipeline, task_runner
 
-            summary = polysent_pipeline(str(args.config), str(cfg.data_root), force)
+            flow = polysent_pipeline
+            if args.dask is not None:
+                flow = polysent_pipeline.with_options(task_runner=task_runner(args.dask))
+            summary = flow(str(args.config), str(cfg.data_root), force)
     except Exception as exc:  # a node failed: Prefect has logged the traceback
         log.error("pipeline failed: %s: %s", type(exc).__name__, exc)
         return 1
@@ -180,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--force", action="store_true", help="rebuild every node (also: FORCE=1)")
     r.add_argument("--executor", choices=("prefect", "local"), default="prefect",
                    help="prefect (default) or local: the same DAG in-process without Prefect")
+    r.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run nodes (e.g. the shards of a Wikipedia dump) on a Dask cluster: a scheduler address "
+                        "(tcp://host:8786; the data root must be a shared file system) or, without one, a local "
+                        "cluster of one process per core (needs the extra 'dask')")
     r.set_defaults(fn=cmd_run)
     pl = sub.add_parser("plan", help="print the DAG with each node's cache key and hit/miss; runs nothing")
     with_config(pl)

@@ -38,6 +38,26 @@ def prefect_executor(nodes: Mapping[str, Node], ctx: RunContext) -> dict[str, No
     return {name: fut.result() for name, fut in futures.items()}
 
 
+def task_runner(address: str) -> object:
+    """A ``DaskTaskRunner`` for ``polysent run --dask [ADDRESS]``: nodes become Dask tasks, so a dump's shards and
+    the languages spread over the cluster's workers. ``local`` starts one single-threaded worker process per core.
+
+    Workers must be non-daemonic: a shard node starts its own worker processes (``corpora.wiki.processes``).
+    """
+    import os
+
+    import dask
+    import distributed
+    from prefect_dask import DaskTaskRunner
+
+    dask.config.set({"distributed.worker.daemon": False})
+    if address != "local":
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_class=distributed.LocalCluster,
+                          cluster_kwargs={"n_workers": os.cpu_count() or 1, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None})
+
+
 @flow(name="polysent-pipeline", persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2),
       validate_parameters=True)
 def polysent_pipeline(config_path: str, data_root: str | None = None, force: bool = False) -> dict:

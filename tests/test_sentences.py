@@ -214,3 +214,21 @@ def test_interleaved_generators_do_not_share_state() -> None:
     pairs = list(zip(sentence_spans(a, "en"), sentence_spans(b, "ja"), strict=True))
     assert [a[s:e] for (s, e), _ in pairs] == ["One.", "Two.", "Three."]
     assert [b[s:e] for _, (s, e) in pairs] == ["一。", "二。", "三。"]
+
+
+def test_threads_splitting_at_once_get_the_sequential_result() -> None:
+    """Two shard nodes run in Prefect's thread pool split text at the same time: no shared ICU iterator."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [" ".join(f"Sentence {i}.{j} is here. And a second one follows? Yes!" for j in range(i % 7 + 1))
+             for i in range(3000)]
+    expected = [split_sentences(t, "en") for t in texts]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: a shared iterator would be caught
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda t: split_sentences(t, "en"), texts))
+    finally:
+        sys.setswitchinterval(interval)
+    assert got == expected

@@ -305,9 +305,11 @@ def test_chain_layouts_are_what_they_claim(chains) -> None:
                 assert len(shards) >= 4, (name, lang)
             else:
                 assert len(shards) == 1
-            assert all(c["processes"] == int(procs[1]) for c in shards)
-            if procs == "p2" and fmt != "bz2":
-                assert sum(c["ranges"] for c in shards) >= 2 * len(shards) + 4, (name, lang)
+            if procs == "p2" and fmt != "bz2":  # one part file per work item (the artifact holds no timings or
+                # process counts: those are in the manifest's stats, so reruns are byte-identical)
+                parts = [p for k, d in dirs.items() if k.startswith(f"shard-{lang}-")
+                         for p in (d / "wiki_sentences").glob("lang=*/*.parquet")]
+                assert len(parts) >= 2 * len(shards) + 4, (name, lang)
             if procs == "p2" and fmt == "bz2":  # fragments fanned out to the pool, one part each
                 parts = list((dirs[f"shard-{lang}-0"] / "wiki_sentences").glob("lang=*/*.parquet"))
                 assert len(parts) >= 4, (name, lang)

@@ -45,6 +45,17 @@ class FileHashCache:
         except (FileNotFoundError, ValueError):
             self._entries = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (a Dask worker receives the run context): the lock is recreated on the other side, and hashes
+        that worker computes stay there (the next run recomputes them once)."""
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def digest(self, file: Path) -> dict[str, Any]:
         """Return ``{"sha256", "size"}`` of ``file`` (raises FileNotFoundError naming the file)."""
         file = Path(file).resolve()

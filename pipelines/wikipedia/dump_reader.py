@@ -28,6 +28,7 @@ import gzip
 import itertools
 import logging
 import re
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -453,7 +454,7 @@ _PAGE_SPLIT = re.compile(rb"(?=<page>)")
 def parse_fragment(fragment: bytes, counts: ReadCounts) -> Iterator[Page]:
     """Pages of one fragment of whole ``<page>`` elements. A page that does not parse is skipped and counted."""
     try:
-        root = etree.fromstring(b"<pages>" + fragment + b"</pages>", _PARSER)
+        root = etree.fromstring(b"<pages>" + fragment + b"</pages>", _parser())
     except etree.XMLSyntaxError:
         for piece in _PAGE_SPLIT.split(fragment):
             if piece.strip():
@@ -465,7 +466,15 @@ def parse_fragment(fragment: bytes, counts: ReadCounts) -> Iterator[Page]:
             yield page
 
 
-_PARSER = etree.XMLParser(huge_tree=True, resolve_entities=False, remove_comments=True)
+_PARSERS = threading.local()
+
+
+def _parser() -> etree.XMLParser:
+    """This thread's parser: an lxml parser must not be used by two threads at once."""
+    p = getattr(_PARSERS, "parser", None)
+    if p is None:
+        p = _PARSERS.parser = etree.XMLParser(huge_tree=True, resolve_entities=False, remove_comments=True)
+    return p
 
 
 def _parse_one(piece: bytes, counts: ReadCounts) -> Iterator[Page]:
@@ -475,7 +484,7 @@ def _parse_one(piece: bytes, counts: ReadCounts) -> Iterator[Page]:
         counts.invalid_utf8_pages += 1
         piece = piece.decode("utf-8", "replace").encode("utf-8")
     try:
-        root = etree.fromstring(b"<pages>" + piece + b"</pages>", _PARSER)
+        root = etree.fromstring(b"<pages>" + piece + b"</pages>", _parser())
     except etree.XMLSyntaxError as exc:
         counts.malformed_pages += 1
         title = _last_title(piece) or "?"

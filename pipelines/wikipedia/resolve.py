@@ -23,7 +23,7 @@ from pipelines.wikipedia.wikitext import normalize_title
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wiki")
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: wiki_pages sorted by page id (byte-identical reruns)
 
 
 def _scan(shards: Sequence[Path], table: str, lang: str) -> pl.LazyFrame:
@@ -70,7 +70,7 @@ def resolve_language(shards: Sequence[Path], lang: str, max_hops: int, out: Path
         how="left").select(
         pl.lit(lang).alias("lang"), "page_id", "title", "is_redirect",
         pl.when(pl.col("is_redirect")).then(pl.col("redirect_final")).alias("redirect_to"), "redirect_page_id",
-        "infoboxes", "n_sentences", "n_links")
+        "infoboxes", "n_sentences", "n_links").sort("page_id")  # joins do not keep row order
     _write(pages, out / "wiki_pages" / f"lang={lang}")
 
     links = (_scan(shards, "wiki_links_raw", lang)

@@ -24,8 +24,10 @@ whose own rules differ from root (Greek) keeps root's (ICU has no Greek list). I
 of the word before the full stop, so it also glues "I use the app. It works." ("pp.") and German "Er kam. Er ging."
 ("am.") — a trade-off, hence off by default.
 
-Iterators are cached per ``(lang, suppress_abbreviations)`` (all languages share root's) and not thread-safe; each call
-reads all boundaries before yielding, so interleaved generators are fine.
+Iterators are cached per thread and ``(lang, suppress_abbreviations)`` (all languages share root's): an ICU iterator
+holds the text it splits, so two threads sharing one corrupt each other's boundaries (seen as two shard nodes in
+Prefect's thread pool splitting the same page differently); each call reads all boundaries before yielding, so
+interleaved generators in one thread are fine.
 
 Speed, ``split_sentences`` vs polyglot on the first ≥1,000 paragraphs of the samples (same 4,565 / 3,506 sentences),
 best of 7 interleaved rounds on a shared 2-core machine, measured with
@@ -38,6 +40,7 @@ best of 7 interleaved rounds on a shared 2-core machine, measured with
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -61,15 +64,22 @@ def _locale_id(lang: str, suppress_abbreviations: bool) -> str:
     return f"{lang}@ss=standard"
 
 
-@lru_cache(maxsize=64)
+_local = threading.local()
+
+
 def _iterator(locale_id: str) -> icu.BreakIterator:
-    locale = icu.Locale.getRoot() if locale_id == "root" else icu.Locale(locale_id)
-    return icu.BreakIterator.createSentenceInstance(locale)
+    """This thread's iterator for ``locale_id``."""
+    cache = _local.__dict__.setdefault("iterators", {})
+    bi = cache.get(locale_id)
+    if bi is None:
+        locale = icu.Locale.getRoot() if locale_id == "root" else icu.Locale(locale_id)
+        bi = cache[locale_id] = icu.BreakIterator.createSentenceInstance(locale)
+    return bi
 
 
-@lru_cache(maxsize=256)
 def _breaker(lang: str, suppress_abbreviations: bool) -> icu.BreakIterator:
-    """The sentence iterator for ``(lang, suppress)``; all languages share root's when suppressions are off."""
+    """The sentence iterator for ``(lang, suppress)`` in this thread; all languages share root's when suppressions
+    are off."""
     return _iterator(_locale_id(lang, suppress_abbreviations))
 
 
