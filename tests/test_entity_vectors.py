@@ -288,3 +288,29 @@ def test_training_refuses_other_wikipedia2vec_versions(monkeypatch: pytest.Monke
     monkeypatch.setattr(ev.metadata, "version", lambda name: "2.1.0")
     with pytest.raises(RuntimeError, match=r"wikipedia2vec 2\.1\.0 is installed.*2\.0\.x"):
         train_model(write_dump(tmp_path / "d.xml.bz2"), tiny_settings(), tmp_path / "work")
+
+
+def test_stage_exports_vocabulary_vectors_of_the_pipeline_entities(tmp_path: Path) -> None:
+    """The ``entity_vectors`` node: train on the sample dump, export the ``entities`` vocabulary by its en titles."""
+    pytest.importorskip("wikipedia2vec", reason="wikipedia2vec not installed (pip install -e '.[entity-vectors]')")
+    import polars as pl
+    from conftest import SAMPLE
+    from wiki_chain import build_chain
+
+    from pipelines.wikipedia.entities import EntitySettings
+    from pipelines.wikipedia.entity_vectors import build_entity_vectors
+
+    dump = SAMPLE / "wikipedia" / "enwiki-sample.xml.bz2"
+    dirs = build_chain({"en": dump}, tmp_path / "c", SAMPLE / "wikidata" / "entities.jsonl",
+                       entities=EntitySettings(min_link_count=1))
+    settings = EntityVectorSettings(mode="train", language="en", dim=8, iterations=1, min_entity_count=1,
+                                    min_word_count=1, word_neg_power=0.0, pool_size=1, link_mentions=False)
+    out = tmp_path / "vec"
+    out.mkdir()
+    result = build_entity_vectors(settings, dump, dirs["entities"], dirs["lang-en"], out)
+    vec = pl.read_parquet(out / "entity_vectors.parquet")
+    vocab = pl.read_parquet(dirs["entities"] / "entities.parquet").filter("in_vocab")
+    assert vec.height > 20 and set(vec["entity"]) <= set(vocab["entity"])
+    assert vec.schema["vector"] == pl.Array(pl.Float32, 8)
+    assert "Q64" in set(vec["entity"])  # Berlin, by its en title
+    assert result.stats["vocabulary"] == vocab.height
