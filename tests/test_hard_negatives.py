@@ -127,3 +127,24 @@ def test_caps_and_quotas_are_reproducible_subsets(chain: dict[str, Path], tmp_pa
     assert joined.height == sa.height and (joined["negative"] == joined["negative_full"]).all()
     with pytest.raises(ValueError, match="no entry for 'ru'"):
         HardNegativeSettings(max_pairs_per_language={"en": 5}).quota("ru")
+
+
+@pytest.mark.parametrize("cap_quota", [(10_000, 1_000_000), (2, 25)])
+def test_pages_in_chunks_give_the_rows_of_one_pass(chain: dict[str, Path], tmp_path: Path,
+                                                   cap_quota: tuple[int, int]) -> None:
+    """Chunked pruning by cap and quota is exact: 3 pages at a time = all pages at once, drop counts included."""
+    langs = {lang: chain[f"lang-{lang}"] for lang in DUMPS}
+    shards = {lang: [chain[f"shard-{lang}-0"]] for lang in DUMPS}
+    cap, quota = cap_quota
+    outs = []
+    for chunk in (3, 1_000_000):
+        d = tmp_path / str(chunk)
+        d.mkdir()
+        build_hard_negatives(HardNegativeSettings(max_pairs_per_entity=cap, max_pairs_per_language=quota,
+                                                  pages_per_chunk=chunk), chain["entities"], langs, shards, d)
+        outs.append((pl.read_parquet(d / "hard_negatives"), pl.read_parquet(d / "ease_drop_counts.parquet")))
+    (a, da), (b, db) = outs
+    assert a.height > 0 and a.equals(b) and da.equals(db)
+    if cap == 2:
+        assert da.filter(pl.col("reason") == "over_entity_cap")["count"].sum() > 0
+        assert da.filter(pl.col("reason") == "over_language_quota")["count"].sum() > 0

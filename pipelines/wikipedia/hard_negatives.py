@@ -33,7 +33,7 @@ from pipelines.seeded_hash import seeded_hash, splitmix64
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.ease")
-STAGE_VERSION = "2"
+STAGE_VERSION = "3"  # 3: pages in chunks (same rows; sampled rows ordered by key)
 
 
 class HardNegativeSettings(BaseModel):
@@ -45,6 +45,8 @@ class HardNegativeSettings(BaseModel):
     max_pairs_per_language: int | dict[str, int] = Field(
         1_000_000, description="total pairs per language (one number, or per language; EASE: 1M en, 50k each for 18)")
     seed: int = Field(42, description="EASE uses random.seed(42)")
+    pages_per_chunk: int = Field(200_000, ge=1, exclude=True,
+                                 description="pages whose pairs are built at once (memory; never changes the output)")
 
     def quota(self, lang: str) -> int:
         q = self.max_pairs_per_language
@@ -121,56 +123,9 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
     drops: list[dict] = []
     frames: list[pl.DataFrame] = []
     for lang, path in sorted(languages.items()):
-        t = titles.filter(pl.col("lang") == lang).select("page_id", "entity")
-        links = _scan(path / "wiki_links").collect()
-        n_all = links.height
-        missing = links["target_page_id"].null_count()
-        pairs = (links.drop_nulls("target_page_id")
-                 .join(t.rename({"page_id": "target_page_id"}), on="target_page_id", how="inner")
-                 .join(t.rename({"entity": "origin_entity"}), on="page_id", how="left"))
-        in_vocab = pairs.join(vocab, on="entity", how="semi")
-        with_cands = in_vocab.join(cands, on="entity", how="inner")
-        n_no_type = in_vocab.height - with_cands.height
-        # same-page exclusion
-        page_entities = (_scan(path / "wiki_page_targets").select("page_id", "target_page_id").collect()
-                         .join(t.rename({"page_id": "target_page_id", "entity": "candidate"}), on="target_page_id")
-                         .select("page_id", "candidate").unique())
-        key = ["page_id", "sent_id", "link_no"]
-        exploded = (with_cands.select(*key, "candidates").with_columns(
-            pl.int_ranges(0, pl.col("candidates").list.len()).alias("pos")).explode("candidates", "pos")
-            .rename({"candidates": "candidate"}).drop_nulls("candidate")
-            .join(page_entities, on=["page_id", "candidate"], how="anti")
-            .sort(*key, "pos")
-            .group_by(key, maintain_order=True).agg(pl.col("candidate").alias("candidates")))
-        kept = with_cands.drop("candidates").join(exploded, on=key, how="inner")
-        n_all_on_page = with_cands.height - kept.height
-        if kept.height:
-            kept = kept.with_columns(_pair_hash(kept, settings.seed, "negative").alias("h_neg"),
-                                     _pair_hash(kept, settings.seed, "sample").alias("h"))
-            kept = kept.with_columns(pl.col("candidates").list.get(
-                (pl.col("h_neg") % pl.col("candidates").list.len().cast(pl.UInt64)).cast(pl.Int64)).alias("negative"))
-        else:
-            kept = kept.with_columns(pl.lit(None, pl.UInt64).alias("h"), pl.lit(None, pl.Utf8).alias("negative"))
-        capped = (kept.sort("h").with_columns(pl.int_range(pl.len()).over("entity").alias("r"))
-                  .filter(pl.col("r") < settings.max_pairs_per_entity))
-        quota = settings.quota(lang)
-        sampled = capped.sort("h").head(quota)
-        sents = _scan_many(shards[lang], "wiki_sentences", lang).select("page_id", "sent_id", "text")
-        sampled = (sampled.lazy().join(sents, on=["page_id", "sent_id"], how="inner").collect()
-                   .select(pl.lit(lang).alias("lang"), *key, "text", "start", "end", "surface", "entity",
-                           "negative", "candidates", "type", "origin_entity")
-                   .sort(*key))
+        sampled, lang_drops = _language_pairs(settings, lang, path, shards[lang], titles, vocab, cands)
         frames.append(sampled)
-        for reason, n in (("link_target_missing", missing),
-                          ("target_without_entity", n_all - missing - pairs.height),
-                          ("positive_not_in_vocabulary", pairs.height - in_vocab.height),
-                          ("positive_without_type_candidates", n_no_type),
-                          ("all_candidates_linked_on_page", n_all_on_page),
-                          ("over_entity_cap", kept.height - capped.height),
-                          ("over_language_quota", capped.height - min(capped.height, quota))):
-            drops.append({"lang": lang, "stage": "hard_negatives", "reason": reason, "count": int(n)})
-        log.info("%s: %d links → %d pairs with hard negatives → %d sampled (cap %d per entity, quota %d)", lang,
-                 n_all, kept.height, sampled.height, settings.max_pairs_per_entity, quota)
+        drops += lang_drops
     result = pl.concat(frames) if frames else pl.DataFrame()
     folder = out / "hard_negatives"
     folder.mkdir(parents=True, exist_ok=True)
@@ -192,6 +147,101 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
                                                         else 0 for lang in languages},
                "drops": drops},
     )
+
+
+_KEY = ["page_id", "sent_id", "link_no"]
+
+
+def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shards: list[Path], titles: pl.DataFrame,
+                    vocab: pl.DataFrame, cands: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
+    """One language's sampled pairs, processed ``pages_per_chunk`` pages at a time.
+
+    Memory stays bounded at full-dump scale: a chunk's links are exploded against the candidates and the same-page
+    links, then only the rows that can still be sampled are kept. That pruning is exact: the per-entity cap keeps
+    each entity's smallest hashes and the quota the smallest hashes overall, and a row cut by either can never come
+    back (a later row that evicts a survivor has a smaller hash, so the survivors below any hash never decrease).
+    """
+    t = titles.filter(pl.col("lang") == lang).select("page_id", "entity")
+    cap, quota = settings.max_pairs_per_entity, settings.quota(lang)
+    links_lf = _scan(path / "wiki_links").select(*_KEY, "start", "end", "surface", "target_page_id")
+    targets_lf = _scan(path / "wiki_page_targets").select("page_id", "target_page_id")
+    bounds = links_lf.select(pl.col("page_id").min().alias("lo"), pl.col("page_id").max().alias("hi"),
+                             pl.len().alias("n")).collect().row(0, named=True)
+    n = {"links": 0, "missing": 0, "pairs": 0, "in_vocab": 0, "with_cands": 0, "kept": 0}
+    per_entity: dict[str, int] = {}
+    survivors: pl.DataFrame | None = None
+    if bounds["n"]:
+        lo, hi = int(bounds["lo"]), int(bounds["hi"])
+        step = max(1, (hi - lo + 1) * settings.pages_per_chunk // max(1, _n_pages(path)))
+        for start in range(lo, hi + 1, step):
+            in_range = (pl.col("page_id") >= start) & (pl.col("page_id") < start + step)
+            links = links_lf.filter(in_range).collect()
+            if links.is_empty():
+                continue
+            kept = _chunk_pairs(settings, links, targets_lf.filter(in_range).collect(), t, vocab, cands, n)
+            for e, c in kept.group_by("entity").len().iter_rows():
+                per_entity[e] = per_entity.get(e, 0) + c
+            pool = kept if survivors is None else pl.concat([survivors, kept])
+            survivors = (pool.sort("h").filter(pl.int_range(pl.len()).over("entity") < cap).head(quota))
+    sampled = survivors if survivors is not None else pl.DataFrame()
+    if sampled.height:
+        sents = _scan_many(shards, "wiki_sentences", lang).select("page_id", "sent_id", "text")
+        sampled = (sampled.lazy().join(sents, on=["page_id", "sent_id"], how="inner").collect()
+                   .select(pl.lit(lang).alias("lang"), *_KEY, "text", "start", "end", "surface", "entity",
+                           "negative", "candidates", "type", "origin_entity")
+                   .sort(*_KEY))
+    else:
+        sampled = pl.DataFrame(schema={"lang": pl.Utf8, "page_id": pl.Int64, "sent_id": pl.Int32,
+                                       "link_no": pl.Int32, "text": pl.Utf8, "start": pl.Int32, "end": pl.Int32,
+                                       "surface": pl.Utf8, "entity": pl.Utf8, "negative": pl.Utf8,
+                                       "candidates": pl.List(pl.Utf8), "type": pl.Utf8, "origin_entity": pl.Utf8})
+    capped = sum(min(c, cap) for c in per_entity.values())
+    drops = [{"lang": lang, "stage": "hard_negatives", "reason": reason, "count": int(v)} for reason, v in (
+        ("link_target_missing", n["missing"]),
+        ("target_without_entity", n["links"] - n["missing"] - n["pairs"]),
+        ("positive_not_in_vocabulary", n["pairs"] - n["in_vocab"]),
+        ("positive_without_type_candidates", n["in_vocab"] - n["with_cands"]),
+        ("all_candidates_linked_on_page", n["with_cands"] - n["kept"]),
+        ("over_entity_cap", n["kept"] - capped),
+        ("over_language_quota", capped - sampled.height))]
+    log.info("%s: %d links → %d pairs with hard negatives → %d sampled (cap %d per entity, quota %d)", lang,
+             n["links"], n["kept"], sampled.height, cap, quota)
+    return sampled, drops
+
+
+def _n_pages(path: Path) -> int:
+    return int(_scan(path / "wiki_pages").select(pl.len()).collect().item())
+
+
+def _chunk_pairs(settings: HardNegativeSettings, links: pl.DataFrame, page_targets: pl.DataFrame,
+                 titles: pl.DataFrame, vocab: pl.DataFrame, cands: pl.DataFrame, n: dict[str, int]) -> pl.DataFrame:
+    """The pairs of one chunk of pages that keep a candidate after the same-page exclusion, with their negative."""
+    n["links"] += links.height
+    n["missing"] += links["target_page_id"].null_count()
+    pairs = (links.drop_nulls("target_page_id")
+             .join(titles.rename({"page_id": "target_page_id"}), on="target_page_id", how="inner")
+             .join(titles.rename({"entity": "origin_entity"}), on="page_id", how="left"))
+    in_vocab = pairs.join(vocab, on="entity", how="semi")
+    with_cands = in_vocab.join(cands, on="entity", how="inner")
+    page_entities = (page_targets.join(titles.rename({"page_id": "target_page_id", "entity": "candidate"}),
+                                       on="target_page_id")
+                     .select("page_id", "candidate").unique())
+    exploded = (with_cands.select(*_KEY, "candidates").with_columns(
+        pl.int_ranges(0, pl.col("candidates").list.len()).alias("pos")).explode("candidates", "pos")
+        .rename({"candidates": "candidate"}).drop_nulls("candidate")
+        .join(page_entities, on=["page_id", "candidate"], how="anti")
+        .sort(*_KEY, "pos")
+        .group_by(_KEY, maintain_order=True).agg(pl.col("candidate").alias("candidates")))
+    kept = with_cands.drop("candidates").join(exploded, on=_KEY, how="inner")
+    n["pairs"] += pairs.height
+    n["in_vocab"] += in_vocab.height
+    n["with_cands"] += with_cands.height
+    n["kept"] += kept.height
+    kept = kept.with_columns(_pair_hash(kept, settings.seed, "negative").alias("h_neg"),
+                             _pair_hash(kept, settings.seed, "sample").alias("h"))
+    return kept.with_columns(pl.col("candidates").list.get(
+        (pl.col("h_neg") % pl.col("candidates").list.len().cast(pl.UInt64)).cast(pl.Int64),
+        null_on_oob=True).alias("negative")).drop("h_neg")
 
 
 def _scan_many(shards: list[Path], table: str, lang: str) -> pl.LazyFrame:

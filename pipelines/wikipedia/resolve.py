@@ -52,7 +52,8 @@ def redirect_targets(pages: pl.DataFrame, max_hops: int) -> tuple[pl.DataFrame, 
 
 
 def resolve_language(shards: Sequence[Path], lang: str, max_hops: int, out: Path) -> dict[str, int]:
-    pages_raw = _scan(shards, "wiki_pages_raw", lang).collect()
+    # every column but the link-target lists (the largest by far), which are streamed below
+    pages_raw = _scan(shards, "wiki_pages_raw", lang).drop("link_targets").collect()
     dup = pages_raw.height - pages_raw["page_id"].n_unique()
     if dup:
         log.warning("%s: %d duplicate page ids across shards (kept the first)", lang, dup)
@@ -88,7 +89,7 @@ def resolve_language(shards: Sequence[Path], lang: str, max_hops: int, out: Path
         pl.len().alias("links"), pl.col("target_page_id").is_null().sum().alias("missing"),
         pl.col("via_redirect").sum().alias("via_redirect")).collect().row(0, named=True)
 
-    targets = (pages_raw.lazy().filter(~pl.col("is_redirect"))
+    targets = (_scan(shards, "wiki_pages_raw", lang).filter(~pl.col("is_redirect"))
                .select("page_id", pl.col("link_targets").alias("target")).explode("target")
                .drop_nulls("target")
                .join(title_map.lazy(), left_on="target", right_on="title", how="inner")
