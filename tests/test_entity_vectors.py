@@ -314,3 +314,9 @@ def test_stage_exports_vocabulary_vectors_of_the_pipeline_entities(tmp_path: Pat
     assert vec.schema["vector"] == pl.Array(pl.Float32, 8)
     assert "Q64" in set(vec["entity"])  # Berlin, by its en title
     assert result.stats["vocabulary"] == vocab.height
+    # one worker: a rebuild is byte-identical (the pipeline's kill-and-rerun guarantee), and the model is scratch
+    again = tmp_path / "vec2"
+    again.mkdir()
+    build_entity_vectors(settings, dump, dirs["entities"], dirs["lang-en"], again)
+    assert (again / "entity_vectors.parquet").read_bytes() == (out / "entity_vectors.parquet").read_bytes()
+    assert sorted(p.name for p in out.iterdir()) == ["entity_vectors.parquet"]

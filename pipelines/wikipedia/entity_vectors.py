@@ -66,7 +66,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
@@ -142,7 +142,8 @@ class EntityVectorSettings(BaseModel):
     pool_size: int = Field(2, ge=1)
     """Worker processes for every step (wikipedia2vec's CLI default is all cores)."""
     seed: int = 13
-    """Seeds initial weights, link-walk and page order; training itself is not deterministic (see module doc)."""
+    """Seeds initial weights, link walk and page order; with ``pool_size: 1`` training is reproducible (the worker's
+    seed is derived from it), with more workers updates race and vectors differ from run to run."""
 
     @model_validator(mode="after")
     def _pretrained_needs_a_file(self) -> EntityVectorSettings:
@@ -274,6 +275,31 @@ def _seeded(seed: int) -> Iterator[None]:
         np.random.set_state(np_state)
 
 
+@contextmanager
+def _deterministic_workers(settings: EntityVectorSettings) -> Iterator[None]:
+    """With one worker process, make training reproducible.
+
+    wikipedia2vec's worker initialiser calls ``np.random.seed()`` (OS entropy) and draws its C++ ``mt19937`` seed
+    from it; with ``pool_size == 1`` there are no concurrent updates either, so seeding that call from
+    ``settings.seed`` makes the model identical from run to run (the artifact is then byte-reproducible, which the
+    pipeline's kill-and-rerun guarantee needs). The forked worker inherits the patched function; it is restored here.
+    With several workers updates race (Hogwild), so nothing is patched.
+    """
+    if settings.pool_size != 1:
+        yield
+        return
+    original = np.random.seed
+
+    def seed(value: Any = None) -> None:
+        original(settings.seed % 2**32 if value is None else value)
+
+    np.random.seed = seed
+    try:
+        yield
+    finally:
+        np.random.seed = original
+
+
 def _size(path: Path) -> str:
     return f"{path.stat().st_size / 1e6:.1f} MB"
 
@@ -373,7 +399,7 @@ def train_model(dump: Path, settings: EntityVectorSettings, work: Path, progress
              settings.dim, settings.iterations, settings.window, settings.negative, settings.link_graph,
              settings.link_mentions, settings.pool_size)
     model = Wikipedia2Vec(dictionary)
-    with _seeded(settings.seed):
+    with _seeded(settings.seed), _deterministic_workers(settings):
         model.train(
             dump_db, link_graph, mention_db, tokenizer, None, dim_size=settings.dim, init_alpha=0.025,
             min_alpha=0.0001, window=settings.window, negative=settings.negative,
@@ -600,13 +626,12 @@ def build_entity_vectors(settings: EntityVectorSettings, dump: Path | None, enti
     pages = pl.scan_parquet(str(wiki_lang_dir / "wiki_pages" / "**" / "*.parquet"), hive_partitioning=False)
     redirects = dict(pages.filter(pl.col("is_redirect") & pl.col("redirect_to").is_not_null())
                      .select("title", "redirect_to").collect().iter_rows())
-    work = out / "model"
-    work.mkdir(parents=True, exist_ok=True)
-    model = model_for(settings, work, dump)
-    assert model is not None, "entity_vectors runs only when mode is not 'none'"
-    counts = export_vectors(model, wanted, out / "entity_vectors.parquet", settings.dim, redirects)
-    if settings.mode == "pretrained":
-        shutil.rmtree(work, ignore_errors=True)
+    # the trained model (dump DB, dictionary with a random uuid, timings) is scratch: only the vectors are the
+    # artifact, so a rebuild with one worker is byte-identical
+    with tempfile.TemporaryDirectory(prefix="wikipedia2vec-", dir=out.parent) as work:
+        model = model_for(settings, Path(work), dump)
+        assert model is not None, "entity_vectors runs only when mode is not 'none'"
+        counts = export_vectors(model, wanted, out / "entity_vectors.parquet", settings.dim, redirects)
     counts = {k: v for k, v in counts.items() if isinstance(v, int | float | str)}
     counts.update(vocabulary=vocab.height, vocabulary_with_title=wanted.height, language=settings.language)
     log.info("entity vectors: %s of %d vocabulary entities with a %s title (%d in the vocabulary)",
