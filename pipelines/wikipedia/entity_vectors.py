@@ -55,8 +55,10 @@ unpacking (10⁸ Python objects: the ~5 GB and most of the remaining time). Repl
 negatives) skips the table: same run 18.4 s wall, 0.26 GB peak RSS — for tests, not for real models.
 
 Reproducibility: ``seed`` fixes the initial weights, the link-walk order and the page order (set in the parent, the
-global RNG states are restored afterwards), but the training workers reseed from OS entropy and update the shared
-weights asynchronously (Hogwild), so two runs give different vectors.
+global RNG states are restored afterwards). The training workers reseed from OS entropy (``np.random.seed()`` in
+their initialiser) and update the shared weights asynchronously (Hogwild): with several workers two runs give
+different vectors. With ``pool_size: 1`` :func:`_deterministic_workers` derives the worker's seed from ``seed`` and
+the vectors are identical run to run (tested), which the pipeline's byte-identical rebuilds need.
 
 Only load trusted model files: ``.pkl`` models are unpickled (joblib).
 """
