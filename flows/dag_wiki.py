@@ -70,7 +70,7 @@ def add_wiki_nodes(cfg: PipelineConfig, src: WikipediaSource, add: Callable[[Any
             files[f"index/{lang}/{index.name}"] = index
         else:
             index = None
-        ranges = shard_ranges(dump, wiki.shard_bytes)
+        ranges = shard_ranges(dump, wiki.shard_bytes, kind)
         names = []
         for i, (a, b) in enumerate(ranges):
             name = f"wiki_shard.{lang}.{i:04d}"

@@ -41,3 +41,9 @@ def same_language(a: str, b: str) -> bool:
     """``zh-Hant`` ~ ``zh``, ``eng`` ~ ``en``, ``iw`` ~ ``he``: compare ISO 639-3 codes of the language subtags."""
     la, lb = (icu.Locale(x.replace("_", "-")) for x in (a, b))
     return (la.getISO3Language() or la.getLanguage()) == (lb.getISO3Language() or lb.getLanguage())
+
+
+def wiki_lang(site: str) -> str:
+    """A Wikipedia's language code from its site id or database name: ``enwiki`` → ``en``, ``zh_min_nanwiki`` →
+    ``zh-min-nan``."""
+    return site.removesuffix("wiki").replace("_", "-")

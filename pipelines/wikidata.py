@@ -88,6 +88,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from pipelines.language_codes import wiki_lang
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wikidata")
@@ -131,11 +132,6 @@ class WikidataSettings(BaseModel):
 
 class WikidataFormatError(ValueError):
     pass
-
-
-def wiki_lang(site: str) -> str:
-    """A Wikipedia's language code from its site id: ``enwiki`` → ``en``, ``zh_min_nanwiki`` → ``zh-min-nan``."""
-    return site.removesuffix("wiki").replace("_", "-")
 
 
 class Entity(NamedTuple):

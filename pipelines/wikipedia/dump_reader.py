@@ -37,6 +37,8 @@ from typing import IO, Literal
 
 from lxml import etree
 
+from pipelines.language_codes import wiki_lang
+
 log = logging.getLogger("polysent.pipelines.wiki")
 
 DumpKind = Literal["xml", "bz2", "bz2-multistream", "gz"]
@@ -154,7 +156,7 @@ def read_siteinfo(path: Path) -> SiteInfo:
     site = root.find(q("siteinfo"))
     dbname = site.findtext(q("dbname")) or ""
     base = site.findtext(q("base")) or ""
-    lang = dbname[:-4].replace("_", "-") if dbname.endswith("wiki") else base.split("//")[-1].split(".")[0]
+    lang = wiki_lang(dbname) if dbname.endswith("wiki") else base.split("//")[-1].split(".")[0]
     namespaces: dict[int, str] = {}
     nss = site.find(q("namespaces"))
     if nss is not None:

@@ -23,6 +23,7 @@ from typing import Literal
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.wikipedia.artifact_tables import scan_table
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.entities")
@@ -46,16 +47,12 @@ class EntitySettings(BaseModel):
         return self.types
 
 
-def _scan(folder: Path) -> pl.LazyFrame:
-    return pl.scan_parquet(str(folder / "**" / "*.parquet"), hive_partitioning=True)
-
-
 def build_entity_tables(settings: EntitySettings, languages: Mapping[str, Path], wikidata: Path | None,
                         out: Path) -> StageResult:
     """``languages`` maps a language to its ``wiki_extract`` artifact; ``wikidata`` is the ``wikidata`` artifact."""
     source = settings.type_source(wikidata is not None)
     articles = pl.concat([
-        _scan(path / "wiki_pages").filter(~pl.col("is_redirect"))
+        scan_table(path / "wiki_pages").filter(~pl.col("is_redirect"))
         .select(pl.lit(lang).alias("lang"), "page_id", "title", "infoboxes").collect()
         for lang, path in sorted(languages.items())
     ])
@@ -69,7 +66,7 @@ def build_entity_tables(settings: EntitySettings, languages: Mapping[str, Path],
         pl.coalesce("qid", pl.col("lang") + pl.lit(":") + pl.col("title")).alias("entity"))
 
     counts = pl.concat([
-        _scan(path / "wiki_links").filter(pl.col("target_page_id").is_not_null())
+        scan_table(path / "wiki_links").filter(pl.col("target_page_id").is_not_null())
         .group_by("target_page_id").agg(pl.len().alias("links"))
         .select(pl.lit(lang).alias("lang"), pl.col("target_page_id").alias("page_id"), "links").collect()
         for lang, path in sorted(languages.items())

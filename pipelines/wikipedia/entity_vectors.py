@@ -84,6 +84,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pipelines.wikipedia.artifact_tables import scan_table
+from pipelines.wikipedia.wikitext import normalize_title
 from warehouse.artifacts import StageResult
 from warehouse.atomic import atomic_path, write_text_atomic
 
@@ -506,12 +508,6 @@ def _follow(title: str, redirects: Mapping[str, str]) -> str:
     return title
 
 
-def _normalised(title: str) -> str:
-    """MediaWiki-style: ``#fragment`` dropped, underscores → spaces, first letter upper-cased."""
-    title = title.split("#", 1)[0].replace("_", " ").strip()
-    return title[:1].upper() + title[1:]
-
-
 def _lookup(dictionary: Dictionary, title: str, redirects: Mapping[str, str] | None) -> tuple[int, str]:
     """Entity index of ``title`` (or -1) and how it was found.
 
@@ -536,7 +532,7 @@ def _lookup(dictionary: Dictionary, title: str, redirects: Mapping[str, str] | N
         target = _follow(title, redirects)
         if target != title and (index := probe(target)[0]) != -1:
             return index, "redirect"
-    norm = _normalised(title)
+    norm = normalize_title(title)  # MediaWiki's normalisation, as for link targets
     if norm and norm != title:
         if (index := probe(norm)[0]) != -1:
             return index, "normalised"
@@ -625,7 +621,7 @@ def build_entity_vectors(settings: EntityVectorSettings, dump: Path | None, enti
     titles = (pl.read_parquet(entities_dir / "entity_titles.parquet")
               .filter(pl.col("lang") == settings.language).select("entity", "title"))
     wanted = vocab.join(titles, on="entity", how="inner").unique("entity", keep="first").sort("entity")
-    pages = pl.scan_parquet(str(wiki_lang_dir / "wiki_pages" / "**" / "*.parquet"), hive_partitioning=False)
+    pages = scan_table(wiki_lang_dir / "wiki_pages")
     redirects = dict(pages.filter(pl.col("is_redirect") & pl.col("redirect_to").is_not_null())
                      .select("title", "redirect_to").collect().iter_rows())
     # the trained model (dump DB, dictionary with a random uuid, timings) is scratch: only the vectors are the

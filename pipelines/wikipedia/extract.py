@@ -204,8 +204,7 @@ def _process_fragment(fragment: bytes, ctx: _Context, parts: _Parts, counts: Ext
             for ln in links:
                 targets[ln.target] = None
             li = 0
-            for a, b in merge_across_links(sentence_spans(para.text, lang, suppress_abbreviations=suppress)
-                                           if suppress else sentence_spans(para.text, lang), links):
+            for a, b in merge_across_links(sentence_spans(para.text, lang, suppress_abbreviations=suppress), links):
                 while li < len(links) and links[li].start < a:
                     li += 1
                 first = li
@@ -394,11 +393,11 @@ def _fan_out_fragments(dump: Path, kind: DumpKind, ctx: _Context, settings: Wiki
             rc.merge(r)
 
 
-def shard_ranges(dump: Path, shard_bytes: int) -> list[tuple[int, int]]:
+def shard_ranges(dump: Path, shard_bytes: int, kind: DumpKind | None = None) -> list[tuple[int, int]]:
     """Byte ranges of the DAG's shards of one dump: one per ``shard_bytes`` for seekable dumps (plain XML,
-    multistream bz2), the whole file for single-stream bz2/gz."""
+    multistream bz2), the whole file for single-stream bz2/gz. ``kind`` saves detecting it again."""
     size = Path(dump).stat().st_size
-    if dump_kind(Path(dump)) in ("bz2", "gz") or size <= shard_bytes:
+    if (kind or dump_kind(Path(dump))) in ("bz2", "gz") or size <= shard_bytes:
         return [(0, size)]
     return [(a, min(a + shard_bytes, size)) for a in range(0, size, shard_bytes)]
 

@@ -30,10 +30,11 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.seeded_hash import seeded_hash, splitmix64
+from pipelines.wikipedia.artifact_tables import scan_shards, scan_table
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.ease")
-STAGE_VERSION = "3"  # 3: pages in chunks (same rows; sampled rows ordered by key)
+STAGE_VERSION = "4"  # 4: every draw of an entity is a column of its row (no positional alignment after a join)
 
 
 class HardNegativeSettings(BaseModel):
@@ -58,14 +59,18 @@ class HardNegativeSettings(BaseModel):
         return q[lang]
 
 
-def string_hash(values: pl.Series, seed: int, salt: str) -> pl.Series:
-    """Seeded 64-bit hash of strings, stable across versions (BLAKE2b of each distinct value, then splitmix64)."""
+def string_hash(values: pl.Series) -> pl.Series:
+    """64-bit hash of strings, stable across versions (BLAKE2b of each distinct value); mix in a seed and a salt
+    with :func:`_salted` for each random choice, so one set of strings is hashed once."""
     uniq = values.unique()
     base = np.fromiter((int.from_bytes(hashlib.blake2b(v.encode("utf-8"), digest_size=8).digest(), "little")
                         for v in uniq.to_list()), dtype=np.uint64, count=len(uniq))
-    mixed = seeded_hash(base, str(seed), salt)
-    lookup = pl.DataFrame({"v": uniq, "h": pl.Series(mixed, dtype=pl.UInt64)})
+    lookup = pl.DataFrame({"v": uniq, "h": pl.Series(base, dtype=pl.UInt64)})
     return pl.DataFrame({"v": values}).join(lookup, on="v", how="left", maintain_order="left")["h"]
+
+
+def _salted(base: pl.Series, seed: int, salt: str) -> pl.Series:
+    return pl.Series(seeded_hash(base.to_numpy(), str(seed), salt), dtype=pl.UInt64)
 
 
 def type_candidates(vocab_types: pl.DataFrame, k: int, seed: int) -> pl.DataFrame:
@@ -73,20 +78,21 @@ def type_candidates(vocab_types: pl.DataFrame, k: int, seed: int) -> pl.DataFram
     if vocab_types.is_empty():
         return pl.DataFrame(schema={"entity": pl.Utf8, "type": pl.Utf8, "candidates": pl.List(pl.Utf8)})
     vt = vocab_types.select("entity", "type").unique().sort("entity", "type")
-    # 1. one random type per entity
-    vt = vt.with_columns(string_hash(vt["entity"], seed, "type").alias("h_e"),
+    base = string_hash(vt["entity"])
+    # every draw of an entity is a column of its row, so joins below cannot misalign them
+    vt = vt.with_columns(_salted(base, seed, "type").alias("h_e"), _salted(base, seed, "member-order").alias("h_m"),
+                         _salted(base, seed, "window").alias("h_w"),
                          pl.col("type").cum_count().over("entity").alias("i"),
                          pl.len().over("entity").alias("n_types"))
+    # 1. one random type per entity
     chosen = vt.filter((pl.col("h_e") % pl.col("n_types").cast(pl.UInt64)) == (pl.col("i") - 1).cast(pl.UInt64))
     # 2. members of each type in a seeded random order
-    members = vt.select("type", pl.col("entity").alias("member")).with_columns(
-        string_hash(vt["entity"], seed, "member-order").alias("h_m")).sort("type", "h_m", "member")
+    members = vt.select("type", pl.col("entity").alias("member"), "h_m").sort("type", "h_m", "member")
     members = members.with_columns(pl.int_range(pl.len()).over("type").alias("rank"),
                                    pl.len().over("type").alias("n"))
     sizes = members.group_by("type").agg(pl.col("n").first())
     # 3. a window of K members at a random offset, the entity itself removed
-    windows = (chosen.select("entity", "type").join(sizes, on="type")
-               .with_columns(string_hash(chosen["entity"], seed, "window").alias("h_w"))
+    windows = (chosen.select("entity", "type", "h_w").join(sizes, on="type")
                .with_columns((pl.col("h_w") % pl.col("n").cast(pl.UInt64)).cast(pl.Int64).alias("offset"),
                              pl.min_horizontal(pl.col("n"), pl.lit(k)).alias("take"))
                .with_columns(pl.int_ranges(0, pl.col("take")).alias("j")).explode("j")
@@ -105,10 +111,6 @@ def _pair_hash(df: pl.DataFrame, seed: int, salt: str) -> pl.Series:
     sub = (df["sent_id"].to_numpy().astype(np.uint64) << np.uint64(16)) | df["link_no"].to_numpy().astype(np.uint64)
     h = splitmix64(seeded_hash(page, str(seed), salt) ^ sub)
     return pl.Series(h, dtype=pl.UInt64)
-
-
-def _scan(folder: Path) -> pl.LazyFrame:
-    return pl.scan_parquet(str(folder / "**" / "*.parquet"), hive_partitioning=False)
 
 
 def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, languages: Mapping[str, Path],
@@ -163,8 +165,8 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
     """
     t = titles.filter(pl.col("lang") == lang).select("page_id", "entity")
     cap, quota = settings.max_pairs_per_entity, settings.quota(lang)
-    links_lf = _scan(path / "wiki_links").select(*_KEY, "start", "end", "surface", "target_page_id")
-    targets_lf = _scan(path / "wiki_page_targets").select("page_id", "target_page_id")
+    links_lf = scan_table(path / "wiki_links").select(*_KEY, "start", "end", "surface", "target_page_id")
+    targets_lf = scan_table(path / "wiki_page_targets").select("page_id", "target_page_id")
     bounds = links_lf.select(pl.col("page_id").min().alias("lo"), pl.col("page_id").max().alias("hi"),
                              pl.len().alias("n")).collect().row(0, named=True)
     n = {"links": 0, "missing": 0, "pairs": 0, "in_vocab": 0, "with_cands": 0, "kept": 0}
@@ -185,7 +187,7 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
             survivors = (pool.sort("h").filter(pl.int_range(pl.len()).over("entity") < cap).head(quota))
     sampled = survivors if survivors is not None else pl.DataFrame()
     if sampled.height:
-        sents = _scan_many(shards, "wiki_sentences", lang).select("page_id", "sent_id", "text")
+        sents = scan_shards(shards, "wiki_sentences", lang).select("page_id", "sent_id", "text")
         sampled = (sampled.lazy().join(sents, on=["page_id", "sent_id"], how="inner").collect()
                    .select(pl.lit(lang).alias("lang"), *_KEY, "text", "start", "end", "surface", "entity",
                            "negative", "candidates", "type", "origin_entity")
@@ -210,7 +212,7 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
 
 
 def _n_pages(path: Path) -> int:
-    return int(_scan(path / "wiki_pages").select(pl.len()).collect().item())
+    return int(scan_table(path / "wiki_pages").select(pl.len()).collect().item())
 
 
 def _chunk_pairs(settings: HardNegativeSettings, links: pl.DataFrame, page_targets: pl.DataFrame,
@@ -242,8 +244,3 @@ def _chunk_pairs(settings: HardNegativeSettings, links: pl.DataFrame, page_targe
     return kept.with_columns(pl.col("candidates").list.get(
         (pl.col("h_neg") % pl.col("candidates").list.len().cast(pl.UInt64)).cast(pl.Int64),
         null_on_oob=True).alias("negative")).drop("h_neg")
-
-
-def _scan_many(shards: list[Path], table: str, lang: str) -> pl.LazyFrame:
-    files = [str(f) for s in shards for f in sorted((s / table / f"lang={lang}").glob("*.parquet"))]
-    return pl.scan_parquet(files, hive_partitioning=False)

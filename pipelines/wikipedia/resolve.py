@@ -19,18 +19,12 @@ from pathlib import Path
 
 import polars as pl
 
+from pipelines.wikipedia.artifact_tables import scan_shards
 from pipelines.wikipedia.wikitext import normalize_title
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wiki")
 STAGE_VERSION = "2"  # 2: wiki_pages sorted by page id (byte-identical reruns)
-
-
-def _scan(shards: Sequence[Path], table: str, lang: str) -> pl.LazyFrame:
-    files = [str(f) for s in shards for f in sorted((s / table / f"lang={lang}").glob("*.parquet"))]
-    if not files:
-        raise FileNotFoundError(f"no {table} parts for language {lang!r} in {len(shards)} shard(s)")
-    return pl.scan_parquet(files, hive_partitioning=False)
 
 
 def redirect_targets(pages: pl.DataFrame, max_hops: int) -> tuple[pl.DataFrame, dict[str, int]]:
@@ -53,7 +47,7 @@ def redirect_targets(pages: pl.DataFrame, max_hops: int) -> tuple[pl.DataFrame, 
 
 def resolve_language(shards: Sequence[Path], lang: str, max_hops: int, out: Path) -> dict[str, int]:
     # every column but the link-target lists (the largest by far), which are streamed below
-    pages_raw = _scan(shards, "wiki_pages_raw", lang).drop("link_targets").collect()
+    pages_raw = scan_shards(shards, "wiki_pages_raw", lang).drop("link_targets").collect()
     dup = pages_raw.height - pages_raw["page_id"].n_unique()
     if dup:
         log.warning("%s: %d duplicate page ids across shards (kept the first)", lang, dup)
@@ -74,7 +68,7 @@ def resolve_language(shards: Sequence[Path], lang: str, max_hops: int, out: Path
         "infoboxes", "n_sentences", "n_links").sort("page_id")  # joins do not keep row order
     _write(pages, out / "wiki_pages" / f"lang={lang}")
 
-    links = (_scan(shards, "wiki_links_raw", lang)
+    links = (scan_shards(shards, "wiki_links_raw", lang)
              .join(title_map.lazy(), left_on="target", right_on="title", how="left")
              .select("page_id", "sent_id", "link_no", "start", "end", "surface",
                      pl.col("target").alias("target_raw"),
@@ -89,7 +83,7 @@ def resolve_language(shards: Sequence[Path], lang: str, max_hops: int, out: Path
         pl.len().alias("links"), pl.col("target_page_id").is_null().sum().alias("missing"),
         pl.col("via_redirect").sum().alias("via_redirect")).collect().row(0, named=True)
 
-    targets = (_scan(shards, "wiki_pages_raw", lang).filter(~pl.col("is_redirect"))
+    targets = (scan_shards(shards, "wiki_pages_raw", lang).filter(~pl.col("is_redirect"))
                .select("page_id", pl.col("link_targets").alias("target")).explode("target")
                .drop_nulls("target")
                .join(title_map.lazy(), left_on="target", right_on="title", how="inner")
