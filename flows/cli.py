@@ -1,7 +1,8 @@
-"""``polysent`` command line: run, plan, validate, sql.
+"""``polysent`` command line: run, plan, validate, sql, report.
 
-Exit codes: 0 success, 1 a node failed, 2 invalid configuration or usage (nothing was run or written).
-Prefect is imported only by ``run`` (it costs seconds); ``plan``, ``validate`` and ``sql`` stay fast.
+Exit codes: 0 success, 1 a node failed (or, for ``report``, an unreadable results table), 2 invalid configuration or
+usage (nothing was run or written). Prefect is imported only by ``run`` (it costs seconds); ``plan``, ``validate``,
+``sql`` and ``report`` stay fast.
 """
 
 from __future__ import annotations
@@ -150,22 +151,105 @@ def _print_summary(s: dict) -> None:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from warehouse.layout import DataRoot
     from warehouse.shell import interactive, run_query
+
+    root = _data_root(args, "sql")
+    if root is None:
+        return 2
+    if args.query:
+        return run_query(root, args.query, args.format)
+    return interactive(root)
+
+
+def _data_root(args: argparse.Namespace, command: str):  # -> DataRoot | None
+    """The data root of ``sql``/``report``: --data-root, else the config's, else $POLYSENT_DATA_ROOT, else ./data;
+    None after printing why (invalid config or no warehouse there)."""
+    from warehouse.layout import DataRoot
 
     root_path = args.data_root or os.environ.get("POLYSENT_DATA_ROOT") or "data"
     if args.config:
         cfg = _load(args)
         if cfg is None:
-            return 2
+            return None
         root_path = cfg.data_root
     root = DataRoot.at(root_path)
     if not root.root.exists():
-        print(f"polysent sql: no warehouse at {root.root} (run `polysent run CONFIG` first)", file=sys.stderr)
+        print(f"polysent {command}: no warehouse at {root.root} (run `polysent run CONFIG` first)", file=sys.stderr)
+        return None
+    return root
+
+
+# every evaluation row ever built (``eval_results_all``) with the artifact it comes from and when that was built
+_EVAL_HISTORY_SQL = """
+SELECT e.* EXCLUDE (filename), e.filename AS source, {created_at} AS created_at
+FROM eval_results_all e {join}
+"""
+_ARTIFACT_JOIN = """LEFT JOIN artifacts a
+  ON a.stage = parse_filename(parse_dirpath(parse_dirpath(e.filename)))
+ AND left(a.artifact_key, 20) = parse_filename(parse_dirpath(e.filename))"""
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    root = _data_root(args, "report")
+    if root is None:
         return 2
-    if args.query:
-        return run_query(root, args.query, args.format)
-    return interactive(root)
+    run_a, run_b = args.compare
+    if run_a == run_b:
+        print(f"polysent report: --compare needs two different runs (got {run_a!r} twice)", file=sys.stderr)
+        return 2
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from pipelines.report.compare import (
+        UnknownRunError,
+        compare_runs,
+        largest_differences,
+        latest_per_run,
+        write_comparison,
+    )
+    from pipelines.report.results import format_value
+    from warehouse.catalog import connect
+
+    con = connect(root)
+    try:
+        views = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "eval_results_all" not in views:
+            print(f"polysent report: the warehouse at {root.root} has no evaluation results (no eval_results "
+                  "artifact); known runs: none", file=sys.stderr)
+            return 2
+        with_time = "artifacts" in views
+        frame = con.sql(_EVAL_HISTORY_SQL.format(
+            created_at="a.created_at" if with_time else "NULL::TIMESTAMPTZ",
+            join=_ARTIFACT_JOIN if with_time else "")).pl()
+    finally:
+        con.close()
+    try:
+        results = latest_per_run(frame)
+        comparison = compare_runs(results, run_a, run_b)
+        md, page = write_comparison(results, run_a, run_b, args.out or root.reports)
+    except UnknownRunError as exc:
+        print(f"polysent report: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"polysent report: {exc}", file=sys.stderr)
+        return 1
+    table = Table(title=escape(f"largest differences: {run_b} − {run_a}"))
+    for col in ("task", "variant", "subset", "metric", run_a, run_b, "Δ"):
+        table.add_column(col, overflow="fold", justify="right" if col in (run_a, run_b, "Δ") else "left")
+    for r in largest_differences(comparison, args.top).iter_rows(named=True):
+        m = r["metric"]
+        table.add_row(*(escape(str(r[k])) for k in ("task", "variant", "subset", "metric")),
+                      *(format_value(m, r[k]) for k in ("value_a", "value_b", "delta")))
+    console = Console()
+    console.print(table)
+    only = {run: comparison.filter(comparison[col].is_null()).height for run, col in ((run_a, "value_b"),
+                                                                                          (run_b, "value_a"))}
+    console.print(f"rows compared: {comparison.height} (only in {run_a}: {only[run_a]}, only in {run_b}: "
+                  f"{only[run_b]})", soft_wrap=True, markup=False)
+    console.print(f"markdown: {md}", soft_wrap=True, markup=False)
+    console.print(f"html:     {page}", soft_wrap=True, markup=False)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +284,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--config", type=Path, default=None, help="take the data root from this config")
     s.add_argument("--format", choices=("table", "csv", "json"), default="table")
     s.set_defaults(fn=cmd_sql)
+    rp = sub.add_parser("report", help="compare the evaluation results of two training runs (Markdown + HTML)")
+    rp.add_argument("--compare", nargs=2, required=True, metavar=("RUN_A", "RUN_B"),
+                    help="the two runs (their most recent evaluation artifact per task and variant)")
+    rp.add_argument("--out", type=Path, default=None, help="output folder (default: <data root>/reports)")
+    rp.add_argument("--top", type=int, default=15, help="how many of the largest differences to print")
+    rp.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
+    rp.add_argument("config", type=Path, nargs="?", default=None, help="take the data root from this config")
+    rp.set_defaults(fn=cmd_report)
     args = p.parse_args(argv)
     _setup_logging(args.verbose)
     return args.fn(args)

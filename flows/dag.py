@@ -2,7 +2,7 @@
 
 ```
 wiki_shard.* ─► wiki_extract.* ─► entities ─► hard_negatives ┐   (flows/dag_wiki.py; wikidata feeds entities)
-xnli_groups ──┬────────────────────┼──► tokenizer ──► train[run] ──► evaluate_tatoeba[run] ──► report
+xnli_groups ──┬────────────────────┼──► tokenizer ──► train[run] ──► evaluate[run] ──► report
 bitext_pairs ─┘                    │                     ▲                ▲
 eval_sets ─────────────────────────┴─────────────────────┼────────────────┘
 ```
@@ -154,24 +154,17 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
         corpus_tables["bitext_pairs"] = "bitext_pairs"
 
     ev = src.eval
-    if any((ev.tatoeba, ev.sts, ev.clustering)):
+    if any((ev.tatoeba, ev.bucc, ev.sts, ev.clustering, ev.classification, ev.parallel, ev.langid, ev.hub)):
         def run_eval_sets(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
-            from pipelines.benchmarks import build_eval_sets
+            from pipelines.eval_sets import build_eval_sets
 
-            return build_eval_sets(cfg.corpora.eval_sets, out, ev.tatoeba, ev.sts, ev.clustering)
+            return build_eval_sets(cfg.corpora.eval_sets, ev, out)
 
-        from pipelines.benchmarks import STAGE_VERSION as EV_V
+        from pipelines.eval_sets import STAGE_VERSION as EV_V
 
-        files = {}
-        for kind, folder in (("tatoeba", ev.tatoeba), ("sts", ev.sts), ("clustering", ev.clustering)):
-            if folder is not None:
-                if not folder.is_dir():
-                    raise FileNotFoundError(f"sources.eval.{kind}: {folder} is not a folder")
-                files.update({f"{kind}/{p.name}": p for p in sorted(folder.iterdir()) if p.is_file()})
         add(Node("eval_sets", "eval_sets", EV_V,
-                 {"settings": canonical(cfg.corpora.eval_sets),
-                  "kinds": [k for k in ("tatoeba", "sts", "clustering") if getattr(ev, k)]}, run_eval_sets,
-                 files=files))
+                 {"settings": canonical(cfg.corpora.eval_sets), "sources": portable(ev)}, run_eval_sets,
+                 files=ev.files()))
 
     if cfg.training:
         tok_inputs = dict(corpus_tables)
@@ -184,7 +177,6 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
         add(Node("tokenizer", "tokenizer", stage_versions.TOKENIZER, canonical(cfg.tokenizer), run_tokenizer,
                  deps=tok_inputs))
 
-    evaluations: dict[str, str] = {}
     for run_name, ts in sorted(cfg.training.items()):
         missing = [t for t in ts.data if t not in nodes]
         if missing:
@@ -200,22 +192,40 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
         add(Node(f"train.{run_name}", "train", stage_versions.TRAIN, {"run": run_name, "settings": canonical(ts)},
                  run_train,
                  deps={"tokenizer": "tokenizer", **{t: t for t in ts.data}}))
-        if cfg.evaluation.tatoeba is not None and ev.tatoeba is not None:
-            tset = cfg.evaluation.tatoeba
 
-            def run_tatoeba(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], tset=tset,
-                            run_name=run_name) -> StageResult:
-                from models.evaluation.tatoeba import evaluate_tatoeba
+    evaluations: dict[str, str] = {}
+    ecfg = cfg.evaluation
+    eval_settings = {k: v for k, v in canonical(ecfg).items() if k != "models"}
 
-                return _result(evaluate_tatoeba(tset, up["model"].path / "model",
-                                                up["eval_sets"].table_path("eval_tatoeba"), out, run_name,
-                                                up["model"].key))
+    def add_evaluation(name: str, deps: dict[str, str], files: dict[str, Path], model: str | None) -> None:
+        def run_evaluate(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
+            from models.evaluation.suite import evaluate_model
 
-            name = f"evaluate_tatoeba.{run_name}"
-            add(Node(name, "evaluate_tatoeba", stage_versions.EVALUATE_TATOEBA,
-                     {"run": run_name, "settings": canonical(tset)}, run_tatoeba,
-                     deps={"model": f"train.{run_name}", "eval_sets": "eval_sets"}))
-            evaluations[name] = name
+            tables = {t: up["eval_sets"].table_path(t) for t in up["eval_sets"].tables}
+            if model is None:  # a model trained by this pipeline: its artifact's content hash names it
+                path, content = up["model"].path / "model", up["model"].content_hash
+            else:  # an external model: a local folder (hashed by the stage) or a hub id
+                path, content = Path(model) if Path(model).exists() else model, None
+            return _result(evaluate_model(ecfg, path, tables, out, run=name, model_hash=content,
+                                          cache_root=cfg.data_root / "cache" / "embeddings" if ecfg.cache else None))
+
+        node = f"evaluate.{name}"
+        add(Node(node, "evaluate", stage_versions.EVALUATE,
+                 {"run": name, "model": None if model is None else Path(model).name if Path(model).exists() else model,
+                  "settings": eval_settings},
+                 run_evaluate, files=files, deps={"eval_sets": "eval_sets", **deps}))
+        evaluations[node] = node
+
+    if "eval_sets" in nodes:
+        for run_name in sorted(cfg.training):
+            add_evaluation(run_name, {"model": f"train.{run_name}"}, {}, None)
+        for name, model in sorted(ecfg.models.items()):
+            if name in cfg.training:
+                raise ValueError(f"evaluation.models.{name}: the name is already a training run")
+            folder = Path(model)
+            files = ({f"model/{p.relative_to(folder).as_posix()}": p for p in sorted(folder.rglob("*")) if p.is_file()}
+                     if folder.is_dir() else {})
+            add_evaluation(name, {}, files, model)
 
     report_deps = {**{f"corpus:{t}": n for t, n in corpus_tables.items()}, **{f"eval:{e}": e for e in evaluations}}
     if report_deps:

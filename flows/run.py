@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -78,10 +79,17 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
     set_current(root, {name: r.ref for name, r in results.items()})
     report = None
     if "report" in results:
-        text = (results["report"].ref.path / "report.md").read_bytes()
+        art = results["report"].ref.path
+        # the Markdown links its plots relatively: point the copies at the artifact's plots folder
+        plots = os.path.relpath(art / "plots", root.reports).replace(os.sep, "/")
+        text = (art / "report.md").read_text(encoding="utf-8").replace("](plots/", f"]({plots}/").encode()
         report = root.reports / "latest.md"
         write_bytes_atomic(report, text)
         write_bytes_atomic(root.reports / f"{cfg.name}.md", text)
+        if (art / "report.html").exists():  # self-contained (inline SVG)
+            html = (art / "report.html").read_bytes()
+            write_bytes_atomic(root.reports / "latest.html", html)
+            write_bytes_atomic(root.reports / f"{cfg.name}.html", html)
     record.status = "completed"
     record.finished_at = dt.datetime.now(dt.UTC)
     record.nodes_built = sum(r.outcome is not Outcome.HIT for r in results.values())

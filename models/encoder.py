@@ -8,7 +8,7 @@ without importing sentence-transformers; ``SentenceEncoder.load`` reads the same
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,24 +20,58 @@ from models.settings import EncoderSettings
 
 POOLING_KEYS = ("pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
                 "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken")
+_POOLING_NAMES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean", "pooling_mode_max_tokens": "max",
+                  "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len", "pooling_mode_lasttoken": "lasttoken"}
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """Pooling as sentence-transformers does it: ``mean`` over the attention mask (special tokens included,
-    denominator clamped at 1e-9) or the ``cls`` vector."""
+    """Pooling as sentence-transformers does it (``models/Pooling.py``): ``mean`` over the attention mask (special
+    tokens included, denominator clamped at 1e-9), ``cls``, ``max`` (padding set to -1e9), ``mean_sqrt_len`` (sum /
+    sqrt(length)) or ``lasttoken`` (the last non-padding token, right padding)."""
     if mode == "cls":
         return hidden[:, 0]
     m = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    if mode == "mean":
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+    if mode == "max":
+        return hidden.masked_fill(m == 0, -1e9).max(1).values
+    if mode == "mean_sqrt_len":
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9).sqrt()
+    if mode == "lasttoken":
+        last = mask.sum(1).long() - 1
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last.clamp(min=0)]
+    raise ValueError(f"unknown pooling mode {mode!r}; expected cls, mean, max, mean_sqrt_len or lasttoken")
+
+
+class Dense(nn.Module):
+    """sentence-transformers' ``models.Dense``: linear layer + activation (``Identity`` or ``Tanh`` in practice)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, activation: str) -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features, bias=bias)
+        name = activation.rsplit(".", 1)[-1]
+        if not hasattr(nn, name):
+            raise ValueError(f"Dense activation {activation!r} is not a torch.nn module")
+        self.activation = getattr(nn, name)()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.linear(x))
+
+
+class Normalize(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.normalize(x, p=2, dim=1)
 
 
 class SentenceEncoder(nn.Module):
-    def __init__(self, backbone: nn.Module, tokenizer: PreTrainedTokenizerBase, pooling: str, max_length: int) -> None:
+    def __init__(self, backbone: nn.Module, tokenizer: PreTrainedTokenizerBase, pooling: str, max_length: int,
+                 post: Sequence[nn.Module] = ()) -> None:
         super().__init__()
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.max_length = max_length
+        self.post = nn.ModuleList(post)  # Dense / Normalize modules after pooling, as listed in modules.json
 
     @classmethod
     def from_settings(cls, settings: EncoderSettings, tokenizer_dir: Path) -> SentenceEncoder:
@@ -57,7 +91,11 @@ class SentenceEncoder(nn.Module):
 
     @property
     def dim(self) -> int:
-        return int(self.backbone.config.hidden_size)
+        dim = int(self.backbone.config.hidden_size)
+        for module in self.post:
+            if isinstance(module, Dense):
+                dim = module.linear.out_features
+        return dim
 
     @property
     def device(self) -> torch.device:
@@ -68,25 +106,60 @@ class SentenceEncoder(nn.Module):
                                return_tensors="pt", return_token_type_ids=False)
         return {k: v.to(self.device) for k, v in batch.items()}
 
-    def forward(self, texts: Sequence[str]) -> torch.Tensor:
-        batch = self.tokenize(texts)
+    def embed_batch(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden = self.backbone(**batch).last_hidden_state
-        return pool(hidden, batch["attention_mask"], self.pooling)
+        emb = pool(hidden, batch["attention_mask"], self.pooling)
+        for module in self.post:
+            emb = module(emb)
+        return emb
 
-    @torch.no_grad()
-    def encode(self, texts: Sequence[str], batch_size: int = 128, normalize: bool = True) -> np.ndarray:
-        """Embeddings as float32 numpy (L2-normalised by default), in input order; sorts by length for speed."""
+    def forward(self, texts: Sequence[str]) -> torch.Tensor:
+        return self.embed_batch(self.tokenize(texts))
+
+    @torch.inference_mode()
+    def encode(self, texts: Sequence[str], batch_size: int = 128, normalize: bool = True, *,
+               batch_tokens: int = 4096, dtype: torch.dtype | None = None, chunk: int = 65536,
+               progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Embeddings as float32 numpy (L2-normalised by default), in input order.
+
+        Texts are tokenised once (without padding), ordered by token length (stable, so the batches — and therefore
+        the floats — depend only on the input list) and cut into batches of at most ``batch_size`` texts and about
+        ``batch_tokens`` padded tokens: short sentences go in large batches, long documents in small ones, with almost
+        no padding. ``dtype`` (e.g. ``torch.bfloat16`` on a GPU) runs the backbone under autocast.
+        """
         was_training = self.training
         self.eval()
-        order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i in range(0, len(texts), batch_size):
-            idx = order[i : i + batch_size]
-            emb = self([texts[j] for j in idx]).float()
-            if normalize:
-                emb = nn.functional.normalize(emb, dim=-1)
-            out[idx] = emb.cpu().numpy()
-        self.train(was_training)
+        pad_id = self.tokenizer.pad_token_id or 0
+        try:
+            for start in range(0, len(texts), chunk):
+                part = list(texts[start:start + chunk])
+                ids = self.tokenizer(part, truncation=True, max_length=self.max_length, padding=False,
+                                     return_token_type_ids=False, return_attention_mask=False)["input_ids"]
+                lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+                order = np.argsort(lengths, kind="stable")
+                i = 0
+                while i < len(order):
+                    longest = int(lengths[order[min(i + batch_size, len(order)) - 1]])
+                    n = max(1, min(batch_size, batch_tokens // max(1, longest)))
+                    idx = order[i:i + n]
+                    i += n
+                    width = int(lengths[idx[-1]])
+                    input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+                    mask = torch.zeros((len(idx), width), dtype=torch.long)
+                    for r, j in enumerate(idx):
+                        input_ids[r, : lengths[j]] = torch.as_tensor(ids[j])
+                        mask[r, : lengths[j]] = 1
+                    batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
+                    with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
+                        emb = self.embed_batch(batch).float()
+                    if normalize:
+                        emb = nn.functional.normalize(emb, dim=-1)
+                    out[start + idx] = emb.cpu().numpy()
+                    if progress is not None:
+                        progress(len(idx))
+        finally:
+            self.train(was_training)
         return out
 
     # -- sentence-transformers folder format -------------------------------------------------------------------
@@ -99,32 +172,121 @@ class SentenceEncoder(nn.Module):
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
         ]
+        for i, module in enumerate(self.post, start=2):
+            kind = "Dense" if isinstance(module, Dense) else "Normalize"
+            modules.append({"idx": i, "name": str(i), "path": f"{i}_{kind}",
+                            "type": f"sentence_transformers.models.{kind}"})
+            (path / f"{i}_{kind}").mkdir(exist_ok=True)
+            if isinstance(module, Dense):
+                from safetensors.torch import save_file
+
+                act = type(module.activation)
+                _dump(path / f"{i}_{kind}" / "config.json",
+                      {"in_features": module.linear.in_features, "out_features": module.linear.out_features,
+                       "bias": module.linear.bias is not None,
+                       "activation_function": f"{act.__module__}.{act.__name__}"})
+                save_file({k: v.contiguous() for k, v in module.state_dict().items()},
+                          str(path / f"{i}_{kind}" / "model.safetensors"))
         _dump(path / "modules.json", modules)
         _dump(path / "sentence_bert_config.json", {"max_seq_length": self.max_length, "do_lower_case": False})
         _dump(path / "config_sentence_transformers.json",
               {"model_type": "SentenceTransformer", "__version__": {"polysent": "0.1.0"}, "prompts": {},
                "default_prompt_name": None, "similarity_fn_name": "cosine"})
+        key = {v: k for k, v in _POOLING_NAMES.items()}.get(self.pooling)
+        if key is None:
+            raise ValueError(f"pooling {self.pooling!r} cannot be saved in sentence-transformers' format")
         pooling = dict.fromkeys(POOLING_KEYS, False)
-        pooling["pooling_mode_cls_token" if self.pooling == "cls" else "pooling_mode_mean_tokens"] = True
+        pooling[key] = True
         _dump(path / "1_Pooling" / "config.json",
-              {"word_embedding_dimension": self.dim, **pooling, "include_prompt": True})
+              {"word_embedding_dimension": int(self.backbone.config.hidden_size), **pooling, "include_prompt": True})
 
     @classmethod
-    def load(cls, path: Path, device: str | torch.device = "cpu") -> SentenceEncoder:
+    def load(cls, path: Path | str, device: str | torch.device = "cpu") -> SentenceEncoder:
+        """A sentence-transformers folder (``modules.json``: Transformer, Pooling, Dense, Normalize), a plain 🤗
+        model folder (mean pooling, as sentence-transformers defaults to) or a hub id (needs the network)."""
         path = Path(path)
-        pcfg = json.loads((path / "1_Pooling" / "config.json").read_text())
-        if pcfg.get("pooling_mode_cls_token"):
-            pooling = "cls"
-        elif pcfg.get("pooling_mode_mean_tokens"):
-            pooling = "mean"
-        else:
-            raise ValueError(f"{path}/1_Pooling/config.json: only cls and mean pooling are supported")
-        st = json.loads((path / "sentence_bert_config.json").read_text())
-        config = AutoConfig.from_pretrained(str(path))
-        extra = {"add_pooling_layer": False} if config.model_type in ("bert", "roberta", "xlm-roberta") else {}
-        backbone = AutoModel.from_pretrained(str(path), **extra)
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
-        return cls(backbone, tokenizer, pooling, int(st["max_seq_length"])).to(device)
+        if not path.exists():
+            return cls._from_hub(str(path), device)
+        modules_file = path / "modules.json"
+        if not modules_file.exists():
+            backbone, tokenizer = _backbone(path)
+            return cls(backbone, tokenizer, "mean", _max_length(path, tokenizer)).to(device)
+        backbone = tokenizer = None
+        pooling, max_length, post = "mean", 512, []
+        for module in json.loads(modules_file.read_text()):
+            kind, where = module["type"].rsplit(".", 1)[-1], path / module.get("path", "")
+            if kind == "Transformer":
+                backbone, tokenizer = _backbone(where)
+                max_length = _max_length(where, tokenizer)
+            elif kind == "Pooling":
+                pooling = _pooling_mode(where / "config.json")
+            elif kind == "Dense":
+                post.append(_dense(where))
+            elif kind == "Normalize":
+                post.append(Normalize())
+            else:
+                raise ValueError(f"{modules_file}: module type {module['type']!r} is not supported; expected "
+                                 "Transformer, Pooling, Dense or Normalize")
+        if backbone is None or tokenizer is None:
+            raise ValueError(f"{modules_file}: no sentence_transformers.models.Transformer module")
+        return cls(backbone, tokenizer, pooling, max_length, post).to(device)
+
+    @classmethod
+    def _from_hub(cls, name: str, device: str | torch.device) -> SentenceEncoder:
+        try:
+            from huggingface_hub import snapshot_download
+
+            local = snapshot_download(name)
+        except Exception as exc:
+            raise FileNotFoundError(f"model {name!r} is neither a local folder nor reachable on the Hugging Face hub "
+                                    f"({type(exc).__name__}: {exc}); offline, give the path of a downloaded "
+                                    "sentence-transformers folder") from None
+        return cls.load(Path(local), device)
+
+
+def _backbone(path: Path) -> tuple[nn.Module, PreTrainedTokenizerBase]:
+    config = AutoConfig.from_pretrained(str(path))
+    extra = {"add_pooling_layer": False} if config.model_type in ("bert", "roberta", "xlm-roberta") else {}
+    return AutoModel.from_pretrained(str(path), **extra), AutoTokenizer.from_pretrained(str(path))
+
+
+def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase) -> int:
+    st = path / "sentence_bert_config.json"
+    if st.exists() and (value := json.loads(st.read_text()).get("max_seq_length")):
+        return int(value)
+    limit = getattr(tokenizer, "model_max_length", 512)
+    return int(limit) if limit and limit < 100_000 else 512
+
+
+def _pooling_mode(config_file: Path) -> str:
+    cfg = json.loads(config_file.read_text())
+    if isinstance(cfg.get("pooling_mode"), str):  # sentence-transformers ≥ 5 writes the mode by name
+        mode = cfg["pooling_mode"]
+        modes = [{"mean_tokens": "mean", "cls_token": "cls", "max_tokens": "max"}.get(mode, mode)]
+    else:
+        modes = [_POOLING_NAMES[k] for k in POOLING_KEYS if cfg.get(k) and k in _POOLING_NAMES]
+        if cfg.get("pooling_mode_weightedmean_tokens"):
+            modes.append("weightedmean")
+    if len(modes) != 1 or modes[0] not in ("cls", "mean", "max", "mean_sqrt_len", "lasttoken"):
+        raise ValueError(f"{config_file}: pooling {modes or 'none'} is not supported; expected exactly one of cls, "
+                         "mean, max, mean_sqrt_len, lasttoken")
+    return modes[0]
+
+
+def _dense(path: Path) -> Dense:
+    cfg = json.loads((path / "config.json").read_text())
+    layer = Dense(int(cfg["in_features"]), int(cfg["out_features"]), bool(cfg.get("bias", True)),
+                  str(cfg.get("activation_function", "torch.nn.modules.linear.Identity")))
+    if (path / "model.safetensors").exists():
+        from safetensors.torch import load_file
+
+        state = load_file(str(path / "model.safetensors"))
+    elif (path / "pytorch_model.bin").exists():
+        state = torch.load(path / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    else:
+        raise FileNotFoundError(f"{path}: Dense module without model.safetensors or pytorch_model.bin")
+    layer.load_state_dict(state)
+    return layer
 
 
 def _dump(path: Path, obj: object) -> None:

@@ -5,4 +5,4 @@ Bump a stage's version whenever a change alters what it writes; its artifacts an
 
 TOKENIZER = "1"
 TRAIN = "1"
-EVALUATE_TATOEBA = "1"
+EVALUATE = "2"  # 1: evaluate_tatoeba only; 2: the evaluation suite

@@ -53,23 +53,24 @@ def test_changing_an_evaluation_setting_reruns_only_evaluation_and_report(built:
     root = DataRoot.at(cfg["data_root"])
     statuses = {r.node: r.status for r in plan(build_dag(load_config(path)), ArtifactStore(root),
                                                 FileHashCache(root.file_hashes))}
-    assert statuses["evaluate_tatoeba.tiny"] == "miss" and statuses["report"] == "blocked"
-    assert sorted(_run(path).executed) == ["evaluate_tatoeba.tiny", "report"]
+    assert statuses["evaluate.tiny"] == "miss" and statuses["report"] == "blocked"
+    assert sorted(_run(path).executed) == ["evaluate.tiny", "report"]
 
 
 def test_evaluation_change_with_identical_results_stops_at_the_evaluation(built: Path, tmp_path: Path) -> None:
-    """Keys chain through *content* hashes: a batch size changes the key, not the numbers, so the report is a hit."""
+    """Keys chain through *content* hashes: naming every Tatoeba language (instead of "all") changes the key, not the
+    numbers, so the report is a hit."""
     cfg = tiny_config_dict(load_config(built).data_root, steps=10)
-    cfg["evaluation"]["tatoeba"]["batch_size"] = 7
+    cfg["evaluation"]["tatoeba"]["languages"] = ["deu", "fra", "rus", "spa"]
     path = write_config(tmp_path / "batch_changed.yaml", cfg)
-    assert _run(path).executed == ["evaluate_tatoeba.tiny"]
+    assert _run(path).executed == ["evaluate.tiny"]
 
 
 def test_changing_a_corpus_setting_reruns_downstream_only(built: Path, tmp_path: Path) -> None:
     cfg = tiny_config_dict(load_config(built).data_root, steps=10)
     cfg["corpora"]["bitext_pairs"]["quota_per_language"] = 60
     path = write_config(tmp_path / "corpus_changed.yaml", cfg)
-    assert sorted(_run(path).executed) == ["bitext_pairs", "evaluate_tatoeba.tiny", "report", "tokenizer",
+    assert sorted(_run(path).executed) == ["bitext_pairs", "evaluate.tiny", "report", "tokenizer",
                                            "train.tiny"]
 
 

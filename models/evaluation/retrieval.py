@@ -1,22 +1,42 @@
-"""Bitext retrieval accuracy (Tatoeba protocol, docs methods §7.1).
+"""Bitext retrieval evaluation (docs methods §7.1–§7.3, §7.8, §9): where each protocol lives.
 
-Cosine similarity, top-1 by argmax with ties broken by the lowest index, accuracy against the identity alignment,
-computed in both directions with the real number of pairs as denominator (not EASE's ``/10``, which assumes 1,000).
+* :mod:`models.evaluation.knn` — exact cosine k-NN in bounded memory (ties → lowest index);
+* :mod:`models.evaluation.bitext` — Tatoeba accuracy (both directions, XTREME en→xx) and mteb BitextMining metrics;
+* :mod:`models.evaluation.margin` — LASER margin scoring (ratio / distance / absolute);
+* :mod:`models.evaluation.bucc` — LASER BUCC mining, threshold search, oracle / held-out F1, mteb's BUCC;
+* :mod:`models.evaluation.xsim` — LASER xSIM error rate and its N-way matrix.
+
+This module only re-exports the common entry points (``retrieval_accuracy`` keeps the old fraction-valued API).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from models.evaluation.bitext import (
+    aggregate,
+    bitext_mining_mteb,
+    retrieval_accuracy,
+    tatoeba_accuracy,
+    tatoeba_xtreme,
+)
+from models.evaluation.bucc import Candidate, bucc_f1, bucc_mteb, evaluate_bucc, mine, optimize_threshold
+from models.evaluation.knn import cosine_topk
+from models.evaluation.margin import margin_scores
+from models.evaluation.xsim import xsim, xsim_matrix
 
-
-def retrieval_accuracy(src: np.ndarray, tgt: np.ndarray) -> tuple[float, float]:
-    """Return (accuracy src→tgt, accuracy tgt→src) for row-aligned embeddings (any scale; cosine is used)."""
-    if src.shape != tgt.shape:
-        raise ValueError(f"src {src.shape} and tgt {tgt.shape} must have the same shape (line-aligned pairs)")
-    a = src / np.clip(np.linalg.norm(src, axis=1, keepdims=True), 1e-12, None)
-    b = tgt / np.clip(np.linalg.norm(tgt, axis=1, keepdims=True), 1e-12, None)
-    sim = a @ b.T
-    gold = np.arange(len(src))
-    s2t = float((sim.argmax(axis=1) == gold).mean())
-    t2s = float((sim.argmax(axis=0) == gold).mean())
-    return s2t, t2s
+__all__ = [
+    "Candidate",
+    "aggregate",
+    "bitext_mining_mteb",
+    "bucc_f1",
+    "bucc_mteb",
+    "cosine_topk",
+    "evaluate_bucc",
+    "margin_scores",
+    "mine",
+    "optimize_threshold",
+    "retrieval_accuracy",
+    "tatoeba_accuracy",
+    "tatoeba_xtreme",
+    "xsim",
+    "xsim_matrix",
+]

@@ -1,0 +1,83 @@
+"""MewsC-16 layout → ``eval_clustering`` (methods.md §4.5, §7.5).
+
+EASE ``downstreams/text-clustering`` reads ``{lang}_sentences.txt`` and ``{lang}_categories.txt`` (studio-ousia/ease
+``data/mewsc16``): line i of both files is one news sentence and its Wikinews category.
+
+Table ``eval_clustering``: ``dataset`` (``mewsc16`` unless configured), ``lang`` (from the file name, ISO 639-1),
+``idx`` (0-based line), ``text``, ``label`` (stripped). Unequal line counts and empty labels are errors naming
+``file:line``. An empty sentence is an error too, unless ``empty_sentences="skip"``: the real MewsC-16 ``de`` file has
+one empty sentence (``de_sentences.txt:3128``, label ``Themenportal Sport``) — EASE embeds it as an empty string;
+skipping it is counted and logged, and keeps the other rows' ``idx`` (line - 1).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from pipelines.eval_sets.lines import (
+    EvalFormatError,
+    Skipped,
+    aligned_lines,
+    concat,
+    require_no_blank,
+    short,
+    skipped_or_new,
+)
+from pipelines.language_codes import check_language
+
+log = logging.getLogger("polysent.pipelines.eval_sets")
+
+SCHEMA = {"dataset": pl.String, "lang": pl.String, "idx": pl.Int32, "text": pl.String, "label": pl.String}
+TABLE = "eval_clustering"
+
+
+def clustering_files(folder: Path) -> dict[str, tuple[Path, Path]]:
+    """language → (sentences file, categories file) in ``folder``."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"clustering folder not found: {folder} (expected {{lang}}_sentences.txt and "
+                                "{lang}_categories.txt)")
+    out = {}
+    for sents in sorted(folder.glob("*_sentences.txt")):
+        lang = sents.name[: -len("_sentences.txt")]
+        cats = folder / f"{lang}_categories.txt"
+        if not cats.is_file():
+            raise FileNotFoundError(f"{sents} has no label file {cats.name} next to it")
+        out[lang] = (sents, cats)
+    return out
+
+
+def read_clustering(folder: Path, languages: Sequence[str] = (), dataset: str = "mewsc16",
+                    empty_sentences: Literal["error", "skip"] = "error",
+                    skipped: Skipped | None = None) -> pl.DataFrame:
+    """``eval_clustering`` for ``languages`` (empty = every ``{lang}_sentences.txt`` in ``folder``)."""
+    skipped = skipped_or_new(skipped)
+    files = clustering_files(folder)
+    wanted = list(dict.fromkeys(languages)) or sorted(files)
+    missing = [lang for lang in wanted if lang not in files]
+    if missing:
+        raise FileNotFoundError(f"{folder}: no clustering files for {missing} (found: {sorted(files)})")
+    frames = []
+    for lang in wanted:
+        sents, cats = files[lang]
+        check_language(lang, str(sents))
+        text, label = aligned_lines(sents, cats)
+        require_no_blank(cats, label, f"the category of line i of {sents.name}")
+        df = pl.DataFrame({"dataset": dataset, "lang": lang, "idx": range(len(text)), "text": text, "label": label},
+                          schema=SCHEMA)
+        empty = df.filter(pl.col("text") == "")
+        if empty.height and empty_sentences != "skip":
+            raise EvalFormatError(f"{sents}:{empty['idx'][0] + 1}: empty sentence ({empty.height} in the file); "
+                                  "expected one sentence a line (eval_sets.clustering_empty_sentences: skip drops "
+                                  "such lines)")
+        if empty.height:
+            skipped.add(TABLE, f"{short(sents)}: empty sentence", empty.height)
+            df = df.filter(pl.col("text") != "")
+        frames.append(df)
+        log.info("clustering %s %s: %d sentences, %d labels", dataset, lang, df.height, df["label"].n_unique())
+    return concat(frames, SCHEMA)

@@ -1,0 +1,162 @@
+"""N-way parallel sets for xSIM → ``eval_parallel`` (methods.md §7.8; LASER ``source/xsim.py``, ``tasks/xsim``).
+
+Table ``eval_parallel``: ``dataset``, ``lang`` (the code in the file name), ``idx`` (0-based line: line i of every
+language is the same sentence), ``text`` (stripped).
+
+- NTREX-128 (MicrosoftTranslator/NTREX): ``newstest2019-src.eng.txt`` (the English source, ``lang="eng"``, always
+  read: xSIM retrieves into it) and ``newstest2019-ref.{code}.txt`` (one human translation per language; codes such
+  as ``deu``, ``aze-Latn``, ``zho-CN``). ``LANGUAGES.tsv`` (``code`` then the language name, space-separated) is the
+  dataset's code list: a code listed there is accepted even where ICU does not know it (``mey``, Hassaniya Arabic);
+  other codes must be ICU-known. Second references (``newstest2019-ref-2.spa.txt``) are skipped and counted.
+- FLORES (facebookresearch/flores; FLORES-101 ``{split}/{lang}.{split}``, FLORES-200 ``{split}/{lang_Script}.{split}``;
+  LASER ``tasks/xsim`` reads ``flores200/devtest/{lang}.devtest``): the folder may be the release root (with the
+  split folders) or a split folder itself.
+
+All selected languages must have the same line count (an error lists every file and count); a blank line inside a
+file is an error naming ``file:line`` (trailing blank lines are ignored).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from pipelines.eval_sets.lines import (
+    EvalFormatError,
+    Skipped,
+    aligned_lines,
+    concat,
+    drop_trailing_blank,
+    read_text_lines,
+    require_no_blank,
+    short,
+    skipped_or_new,
+)
+from pipelines.language_codes import check_language, is_known_language
+
+if TYPE_CHECKING:
+    from pipelines.eval_sets.settings import ParallelSource
+
+log = logging.getLogger("polysent.pipelines.eval_sets")
+
+SCHEMA = {"dataset": pl.String, "lang": pl.String, "idx": pl.Int32, "text": pl.String}
+TABLE = "eval_parallel"
+
+NTREX_SOURCE = "newstest2019-src.eng.txt"
+NTREX_LANGUAGES = "LANGUAGES.tsv"
+_NTREX_REF = re.compile(r"newstest2019-ref(?P<second>-2)?\.(?P<code>[^.]+)\.txt")
+
+
+def _aligned(dataset: str, files: dict[str, Path]) -> pl.DataFrame:
+    texts = dict(zip(files, aligned_lines(*files.values()), strict=True))
+    for lang, t in texts.items():
+        require_no_blank(files[lang], t, f"the {lang} translation of line i")
+    frames = [pl.DataFrame({"dataset": dataset, "lang": lang, "idx": range(len(t)), "text": t}, schema=SCHEMA)
+              for lang, t in texts.items()]
+    log.info("%s: %d languages × %d sentences", dataset, len(files), len(next(iter(texts.values()), [])))
+    return concat(frames, SCHEMA)
+
+
+def _pick(found: dict[str, Path], languages: Sequence[str], where: Path, always: Sequence[str] = ()) -> dict[str, Path]:
+    wanted = list(dict.fromkeys([*always, *(languages or sorted(found))]))
+    missing = [lang for lang in wanted if lang not in found]
+    if missing:
+        raise FileNotFoundError(f"{where}: no file for languages {missing} (found: {sorted(found)})")
+    return {lang: found[lang] for lang in wanted}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# NTREX-128
+
+
+def ntrex_codes(folder: Path) -> dict[str, str]:
+    """code → language name from ``LANGUAGES.tsv`` (empty when the file is absent)."""
+    path = Path(folder) / NTREX_LANGUAGES
+    if not path.is_file():
+        return {}
+    out = {}
+    for i, line in enumerate(drop_trailing_blank(read_text_lines(path)), start=1):
+        parts = line.split(None, 1)
+        if len(parts) != 2:
+            raise EvalFormatError(f"{path}:{i}: expected a language code and its name, found {line!r}")
+        out[parts[0]] = parts[1].strip()
+    return out
+
+
+def ntrex_files(folder: Path, languages: Sequence[str] = (), skipped: Skipped | None = None) -> dict[str, Path]:
+    """lang → file for ``languages`` (empty = all), the English source (``eng``) always included."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"NTREX folder not found: {folder} (expected {NTREX_SOURCE} and "
+                                "newstest2019-ref.{code}.txt)")
+    if not (folder / NTREX_SOURCE).is_file():
+        raise FileNotFoundError(f"{folder}: {NTREX_SOURCE} (the English source) is missing")
+    codes = ntrex_codes(folder)
+    found = {"eng": folder / NTREX_SOURCE}
+    for path in sorted(folder.glob("newstest2019-ref*.txt")):
+        m = _NTREX_REF.fullmatch(path.name)
+        if not m:
+            continue
+        if m["second"]:
+            if skipped is not None:
+                skipped.add(TABLE, f"{short(path)}: line of a second reference (one translation per language is "
+                                   "read)", len(drop_trailing_blank(read_text_lines(path))))
+            continue
+        code = m["code"]
+        if code not in codes and not is_known_language(code):
+            listed = f" and not listed in {NTREX_LANGUAGES}" if codes else ""
+            check_language(code, f"{path} (a code unknown to ICU{listed})")
+        found[code] = path
+    return _pick(found, languages, folder, always=("eng",))
+
+
+def read_ntrex(folder: Path, languages: Sequence[str] = (), dataset: str = "ntrex128",
+               skipped: Skipped | None = None) -> pl.DataFrame:
+    return _aligned(dataset, ntrex_files(folder, languages, skipped_or_new(skipped)))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# FLORES
+
+
+def flores_files(folder: Path, languages: Sequence[str] = (), split: str = "devtest") -> dict[str, Path]:
+    """lang → ``{split}/{lang}.{split}`` (or ``{lang}.{split}`` directly in ``folder``)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"FLORES folder not found: {folder} (expected {split}/{{lang}}.{split} files)")
+    base = folder / split if (folder / split).is_dir() else folder
+    found = {p.name[: -len(split) - 1]: p for p in sorted(base.glob(f"*.{split}")) if p.is_file()}
+    if not found:
+        raise FileNotFoundError(f"{folder}: no FLORES {split} files ({{lang}}.{split}, in {split}/ or directly)")
+    picked = _pick(found, languages, base)
+    for lang, path in picked.items():
+        check_language(lang, str(path))
+    return picked
+
+
+def read_flores(folder: Path, languages: Sequence[str] = (), split: str = "devtest",
+                dataset: str = "flores200") -> pl.DataFrame:
+    return _aligned(dataset, flores_files(folder, languages, split))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def read_parallel(source: ParallelSource, skipped: Skipped | None = None) -> pl.DataFrame:
+    """One configured entry of ``EvalSources.parallel``."""
+    if source.format == "ntrex":
+        return read_ntrex(source.path, source.languages, source.name or "ntrex128", skipped)
+    return read_flores(source.path, source.languages, source.split, source.name or "flores200")
+
+
+def parallel_files(source: ParallelSource) -> list[Path]:
+    if source.format == "ntrex":
+        files = list(ntrex_files(source.path, source.languages).values())
+        codes = Path(source.path) / NTREX_LANGUAGES
+        return sorted(files + ([codes] if codes.is_file() else []))
+    return sorted(flores_files(source.path, source.languages, source.split).values())

@@ -1,0 +1,63 @@
+"""Report section ``Corpora``: rows per corpus table and language, the leakage guard's removals, drop counts.
+
+Reads the upstream artifacts' tables with polars (Parquet files or hive-partitioned folders); no protocol beyond
+counting. The counts are also the report artifact's ``report_counts`` table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.report.document import Section, Table, Text
+
+COUNTS_SCHEMA = {"table": pl.Utf8, "lang": pl.Utf8, "rows": pl.Int64}
+
+
+def corpus_counts(corpora: Mapping[str, Path]) -> pl.DataFrame:
+    """Rows per (table, lang) of every corpus table (``lang`` = ``all`` for tables without a ``lang`` column);
+    leakage and ``*_counts`` bookkeeping tables are not counted."""
+    count_rows = []
+    for table, path in sorted(corpora.items()):
+        if table.startswith("leakage") or table.endswith("_counts"):
+            continue
+        df = pl.scan_parquet(Path(path) / "**/*.parquet" if Path(path).is_dir() else path,
+                             hive_partitioning=True)
+        cols = df.collect_schema().names()
+        if "lang" in cols:
+            counts = df.group_by("lang").agg(pl.len().alias("rows")).sort("lang").collect()
+            count_rows += [{"table": table, "lang": r["lang"], "rows": r["rows"]} for r in counts.iter_rows(named=True)]
+        else:
+            count_rows.append({"table": table, "lang": "all", "rows": df.select(pl.len()).collect().item()})
+    return pl.DataFrame(count_rows, schema=COUNTS_SCHEMA)
+
+
+def corpora_section(corpora: Mapping[str, Path]) -> tuple[Section, pl.DataFrame]:
+    """The ``Corpora`` section and the counts table it shows (long form)."""
+    section = Section("Corpora")
+    counts = corpus_counts(corpora)
+    if counts.height:
+        langs = sorted(set(counts["lang"]))
+        wide = (counts.pivot(on="lang", index="table", values="rows").select("table", *langs)
+                .with_columns(pl.col(lang).cast(pl.Utf8).fill_null("–") for lang in langs))
+        section.blocks.append(Table(wide))
+    else:
+        section.blocks.append(Text("No corpus tables."))
+    leakage = [pl.read_parquet(p) for t, p in sorted(corpora.items()) if t == "leakage" or t.startswith("leakage@")]
+    leaks = pl.concat(leakage) if leakage else pl.DataFrame()
+    if leaks.height:
+        summary = (leaks.group_by("corpus", "eval_set").agg(pl.col("units_removed").sum())
+                   .sort("corpus", "eval_set"))
+        section.blocks += [Text("Removed for overlap with evaluation sets (leakage guard):"), Table(summary)]
+    drops = [pl.read_parquet(p) for t, p in sorted(corpora.items()) if t.endswith("drop_counts")]
+    if drops:
+        d = pl.concat(drops, how="diagonal_relaxed").filter(pl.col("count") > 0)
+        d_langs = sorted(set(d["lang"]))
+        wide_d = (d.pivot(on="lang", index=["stage", "reason"], values="count", aggregate_function="sum")
+                  .select("stage", "reason", *d_langs).sort("stage", "reason")
+                  .with_columns(pl.col(lang).cast(pl.Utf8).fill_null("–") for lang in d_langs))
+        section.blocks += [Text("Dropped on the way (EASE corpus: extraction, redirect resolution, hard negatives, "
+                                "sampling):"), Table(wide_d)]
+    return section, counts

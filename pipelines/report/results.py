@@ -1,0 +1,315 @@
+"""Report sections ``Evaluation``: ``eval_results`` tables, headline numbers, per-task tables (runs as columns).
+
+``eval_results`` is one long table per evaluation artifact (schema ``EVAL_RESULTS_SCHEMA``); several artifacts may
+carry different runs. The protocols behind each ``task``/``variant`` are those of ``docs/methods.md`` §7 (Tatoeba
+§7.1 after LASER ``data/tatoeba`` and mSimCSE ``eval/evaluation_retrieval.py``; BUCC §7.3 after LASER
+``source/mine_bitexts.py``; STS §7.4 after SentEval ``senteval/sts.py``; clustering §7.5 after EASE
+``downstreams/text-clustering/evaluation.py``; alignment/uniformity §7.7 after ``SsnL/align_uniform``; xSIM §7.8 after
+LASER ``source/xsim.py``) and §9 (mteb evaluators). Scales: points (×100) for accuracies, F1, correlations and
+V-measure, percent for xSIM error, raw for alignment, uniformity and thresholds.
+
+Headline numbers: Tatoeba, xSIM and alignment/uniformity show their aggregate rows (``xnli14``, ``xtreme36``, ``all``,
+or ``N languages``); where a run has none, the plain mean over its per-language rows is shown as subset ``mean``. The
+other tasks show every subset (BUCC per pair and threshold protocol, STS per dataset/track, clustering per language).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.report import plots
+from pipelines.report.document import Block, Figure, Section, Table, Text, safe_name
+
+EVAL_RESULTS_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.Utf8(), "model": pl.Utf8(), "task": pl.Utf8(), "variant": pl.Utf8(), "subset": pl.Utf8(),
+    "languages": pl.Utf8(), "metric": pl.Utf8(), "value": pl.Float64(), "n": pl.Int64(),
+}
+KEY = ("task", "variant", "subset", "languages", "metric")  # one value per run and key
+# the first evaluation node's table (models/evaluation/tatoeba.py before the evaluation suite): converted on read
+LEGACY_COLUMNS = ("train_run", "model_key", "task", "lang", "direction", "metric", "value", "n")
+
+TASKS = {
+    "tatoeba": "Tatoeba bitext retrieval",
+    "bucc": "BUCC 2018 bitext mining",
+    "sts": "Semantic textual similarity",
+    "clustering": "Clustering",
+    "classification": "Classification probes",
+    "xsim": "xSIM (margin retrieval error)",
+    "geometry": "Alignment and uniformity",
+    "langid": "Language-identification probe",
+}
+VARIANTS = {
+    "canonical": "the project's recommended protocol (methods §7; cosine, real denominators)",
+    "xtreme": "XTREME: en→xx retrieval only (methods §7.1)",
+    "mteb": "mteb evaluator reproduced offline (methods §9; mteb BUCC is top-1 retrieval, not mining)",
+    "oracle": "threshold tuned and scored on the same split (optimistic; what mSimCSE reports)",
+    "held_out": "threshold tuned on the sample split, applied to another split with gold (XTREME-like)",
+    "ease": "EASE protocol (methods §4.5): KMeans on raw embeddings, Hungarian accuracy",
+    "senteval": "SentEval: STS12–16 `all` = correlation over the concatenated subsets",
+    "zero_shot": "zero-shot cross-lingual transfer: probe trained on English, tested on each language (methods §7.6)",
+    "msimcse": "mSimCSE protocol (methods §6.4)",
+    "laser": "LASER xSIM: ratio margin, k = 4 (methods §7.8)",
+}
+AGGREGATE_SUBSETS = ("xnli14", "xtreme36", "all", "mean", "wmean")
+HEADLINE_METRICS = {  # per task: the first of these present for a variant is its headline (geometry: all of them)
+    "tatoeba": ("accuracy_mean", "accuracy_en_xx", "accuracy_xx_en", "f1", "accuracy"),
+    "bucc": ("f1",),
+    "sts": ("spearman",),
+    "clustering": ("hungarian_accuracy", "v_measure", "accuracy"),
+    "classification": ("accuracy", "f1"),
+    "xsim": ("error_rate",),
+    "geometry": ("alignment", "uniformity"),
+    "langid": ("accuracy",),
+}
+MEAN_TASKS = frozenset({"tatoeba", "xsim", "geometry"})
+EVERY_METRIC_TASKS = frozenset({"geometry"})
+PER_LANGUAGE_PLOTS = ("tatoeba", "clustering", "sts")
+METRICS_ORDER = ("accuracy_mean", "accuracy_xx_en", "accuracy_en_xx", "f1", "precision", "recall", "threshold",
+                 "spearman", "pearson", "hungarian_accuracy", "v_measure", "accuracy", "error_rate", "alignment",
+                 "uniformity")
+RAW_METRICS = frozenset({"alignment", "uniformity", "threshold"})
+LOWER_IS_BETTER = frozenset({"error_rate", "alignment", "uniformity"})
+SCALES = ("Values in points (×100) for accuracies, F1, precision, recall, correlations and V-measure; xSIM error rate "
+          "in percent; alignment, uniformity and thresholds raw (lower alignment/uniformity is better).")
+
+
+# -- reading ----------------------------------------------------------------------------------------------------
+def _from_legacy(df: pl.DataFrame) -> pl.DataFrame:
+    """Old ``evaluate_tatoeba`` rows (fractions per direction) → canonical Tatoeba rows in points, with the mean."""
+    per_dir = df.filter(pl.col("metric") == "accuracy").select(
+        run=pl.col("train_run"), model=pl.col("model_key"), task=pl.col("task"), variant=pl.lit("canonical"),
+        subset=pl.col("lang"), languages=pl.col("lang") + "-eng",
+        metric=pl.when(pl.col("direction") == "eng->xx").then(pl.lit("accuracy_en_xx"))
+        .otherwise(pl.lit("accuracy_xx_en")),
+        value=pl.col("value").cast(pl.Float64) * 100, n=pl.col("n").cast(pl.Int64))
+    mean = (per_dir.group_by("run", "model", "task", "variant", "subset", "languages", maintain_order=True)
+            .agg(metric=pl.lit("accuracy_mean"), value=pl.col("value").mean(), n=pl.col("n").first()))
+    return pl.concat([per_dir, mean.select(per_dir.columns)])
+
+
+def normalise_results(df: pl.DataFrame, source: str) -> pl.DataFrame:
+    """Check and cast one ``eval_results`` table to ``EVAL_RESULTS_SCHEMA`` (legacy rows are converted).
+
+    Raises ValueError naming ``source`` (and the 1-based row) for missing columns, uncastable types or empty keys.
+    """
+    if "train_run" in df.columns and set(LEGACY_COLUMNS) <= set(df.columns):
+        legacy = pl.col("run").is_null() if "run" in df.columns else pl.lit(True)
+        converted = _from_legacy(df.filter(legacy))
+        if "run" not in df.columns:
+            df = converted
+        else:
+            df = pl.concat([df.filter(~legacy).select(converted.columns), converted], how="vertical_relaxed")
+    missing = [c for c in EVAL_RESULTS_SCHEMA if c not in df.columns]
+    if missing:
+        raise ValueError(f"{source}: not an eval_results table: missing columns {missing} "
+                         f"(expected {', '.join(EVAL_RESULTS_SCHEMA)})")
+    try:
+        df = df.select(pl.col(c).cast(t, strict=True) for c, t in EVAL_RESULTS_SCHEMA.items())
+    except pl.exceptions.PolarsError as exc:
+        types = ", ".join(f"{c}: {t}" for c, t in EVAL_RESULTS_SCHEMA.items())
+        raise ValueError(f"{source}: eval_results columns do not have the expected types ({types}): {exc}") from None
+    for col in ("run", "task", "variant", "subset", "metric"):
+        bad = (df[col].is_null() | (df[col] == "")).arg_true()
+        if len(bad):
+            raise ValueError(f"{source}: row {bad[0] + 1}: empty `{col}` (every eval_results row needs run, task, "
+                             "variant, subset and metric)")
+    return df
+
+
+def check_unique(df: pl.DataFrame, source_col: str | None = None) -> None:
+    """Raise ValueError when a run has two values for one (task, variant, subset, languages, metric)."""
+    aggs = [pl.len().alias("rows")]
+    if source_col:
+        aggs.append(pl.col(source_col).unique().sort().alias("sources"))
+    dup = (df.group_by("run", *KEY).agg(*aggs).filter(pl.col("rows") > 1)
+           .sort("run", *KEY, nulls_last=True))
+    if dup.height:
+        r = dup.row(0, named=True)
+        where = f" (in {', '.join(r['sources'])})" if source_col else ""
+        key = ", ".join(f"{k}={r[k]!r}" for k in KEY)
+        raise ValueError(f"eval_results: run {r['run']!r} has {r['rows']} values for {key}{where}; expected one per "
+                         f"run and (task, variant, subset, languages, metric)")
+
+
+def empty_results() -> pl.DataFrame:
+    return pl.DataFrame(schema=EVAL_RESULTS_SCHEMA)
+
+
+def read_results(paths: Iterable[Path]) -> pl.DataFrame:
+    """Every ``eval_results.parquet`` in ``paths``, checked, as one frame (one value per run and key)."""
+    frames = [normalise_results(pl.read_parquet(p), str(p)).with_columns(source=pl.lit(str(p))) for p in paths]
+    if not frames:
+        return empty_results()
+    df = pl.concat(frames)
+    check_unique(df, "source")
+    return df.drop("source")
+
+
+# -- ordering and formatting ------------------------------------------------------------------------------------
+def _rank(col: str, order: Sequence[str]) -> pl.Expr:
+    return pl.col(col).replace_strict(list(order), list(range(len(order))), default=len(order),
+                                      return_dtype=pl.Int32)
+
+
+def ordered(df: pl.DataFrame) -> pl.DataFrame:
+    """Rows in report order: task, variant, aggregates before languages, then metric (known orders first)."""
+    keys: dict[str, pl.Expr] = {}
+    by: list[str] = []
+    for col, order in (("task", tuple(TASKS)), ("variant", tuple(VARIANTS)), ("subset", AGGREGATE_SUBSETS),
+                       ("languages", ()), ("metric", METRICS_ORDER)):
+        if col in df.columns:
+            if order:
+                keys[f"_{col}"] = _rank(col, order)
+                by.append(f"_{col}")
+            by.append(col)
+    return df.with_columns(**keys).sort(by, nulls_last=True, maintain_order=True).drop(*keys)
+
+
+def in_order(values: Iterable[str], order: Sequence[str]) -> list[str]:
+    """Distinct ``values``: those in ``order`` first (in that order), then the rest alphabetically."""
+    rank = {v: i for i, v in enumerate(order)}
+    return sorted(set(values), key=lambda v: (rank.get(v, len(order)), v))
+
+
+def format_value(metric: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    if math.isnan(value):
+        return "nan"
+    return f"{value:.4f}" if metric in RAW_METRICS else f"{value:.2f}"
+
+
+def formatted(df: pl.DataFrame, value: str = "value", out: str = "value_text") -> pl.DataFrame:
+    texts = [format_value(m, v) for m, v in zip(df["metric"], df[value], strict=True)]
+    return df.with_columns(pl.Series(out, texts, dtype=pl.Utf8))
+
+
+def runs_as_columns(long: pl.DataFrame, index: Sequence[str], runs: Sequence[str]) -> pl.DataFrame:
+    """Long rows (one per run) → one row per ``index`` with a formatted value column per run (``–`` where absent)."""
+    text = formatted(long)
+    wide = text.pivot(on="run", on_columns=list(runs), index=list(index), values="value_text")
+    return ordered(wide).with_columns(pl.col(r).fill_null("–") for r in runs)
+
+
+def variant_label(variant: str) -> str:
+    return VARIANTS.get(variant, "no description")
+
+
+# -- headline numbers -------------------------------------------------------------------------------------------
+def is_aggregate() -> pl.Expr:
+    return (pl.col("subset").is_in(AGGREGATE_SUBSETS)
+            | pl.col("languages").fill_null("").str.contains(r"^\d+ (languages|pairs|tracks)$"))
+
+
+def headline_metrics(results: pl.DataFrame) -> pl.DataFrame:
+    """(task, variant, metric) of each headline: per task and variant the first metric of ``HEADLINE_METRICS`` present
+    (every one for geometry; the alphabetically first for unknown tasks)."""
+    present = results.select("task", "variant", "metric").unique().sort("task", "variant", "metric")
+    rows = []
+    for (task, variant), grp in present.group_by("task", "variant", maintain_order=True):
+        have = set(grp["metric"])
+        prefs = HEADLINE_METRICS.get(task, tuple(sorted(have)))
+        chosen = [m for m in prefs if m in have]
+        rows += [(task, variant, m) for m in (chosen if task in EVERY_METRIC_TASKS else chosen[:1])]
+    return pl.DataFrame(rows, schema={"task": pl.Utf8, "variant": pl.Utf8, "metric": pl.Utf8}, orient="row")
+
+
+def headlines(results: pl.DataFrame) -> pl.DataFrame:
+    """Headline rows (same columns as ``eval_results``), in report order."""
+    rows = results.join(headline_metrics(results), on=["task", "variant", "metric"], how="semi")
+    mean_task = pl.col("task").is_in(MEAN_TASKS)
+    shown = rows.filter(~mean_task | is_aggregate())
+    per_lang = rows.filter(mean_task & ~is_aggregate())
+    covered = shown.filter(mean_task).select("run", "task", "variant", "metric").unique()
+    computed = (per_lang.join(covered, on=["run", "task", "variant", "metric"], how="anti")
+                .group_by("run", "task", "variant", "metric")
+                .agg(model=pl.col("model").first(), value=pl.col("value").mean(), n=pl.col("n").sum()))
+    computed = computed.with_columns(subset=pl.lit("mean"), languages=pl.lit("mean over subsets"))
+    return ordered(pl.concat([shown, computed.select(shown.columns)]))
+
+
+# -- sections ---------------------------------------------------------------------------------------------------
+def _runs_table(results: pl.DataFrame) -> pl.DataFrame:
+    return (results.group_by("run").agg(model=pl.col("model").unique().sort().str.join(", "),
+                                        tasks=pl.col("task").unique().sort().str.join(", "),
+                                        rows=pl.len())
+            .sort("run"))
+
+
+def _variant_legend(df: pl.DataFrame) -> Text:
+    variants = in_order(df["variant"], tuple(VARIANTS))
+    return Text("Variants: " + "; ".join(f"`{v}` — {variant_label(v)}" for v in variants) + ".")
+
+
+def _per_language_figure(task: str, variant: str, metric: str, rows: pl.DataFrame) -> Figure | None:
+    data = rows.filter(~is_aggregate())
+    if not data.height:
+        return None
+    what = {"tatoeba": "language", "clustering": "language", "sts": "dataset/track"}[task]
+    title = f"{TASKS[task]} — {variant} — {metric} per {what}"
+    svg = plots.grouped_bars(ordered(data), category="subset", group="run", value="value", title=title,
+                             label=metric)
+    return Figure(safe_name(f"{task}_{variant}_{metric}_per_subset"), svg, title)
+
+
+def _geometry_figure(rows: pl.DataFrame) -> Figure | None:
+    data = (rows.filter(~is_aggregate() & pl.col("metric").is_in(["alignment", "uniformity"]))
+            .pivot(on="metric", on_columns=["alignment", "uniformity"], index=["run", "variant", "subset"],
+                   values="value")
+            .drop_nulls(["alignment", "uniformity"]).sort("run", "variant", "subset"))
+    if not data.height:
+        return None
+    title = "Alignment vs uniformity per run and language pair (lower is better on both axes)"
+    return Figure("geometry_alignment_uniformity", plots.alignment_uniformity(data), title)
+
+
+def _headline_figure(head: pl.DataFrame) -> Figure | None:
+    data = head.filter(~pl.col("metric").is_in(RAW_METRICS)).with_columns(
+        label=pl.concat_str("task", "variant", "subset", "metric", separator=" · "))
+    if data.select("run").n_unique() < 2 or not data.height:
+        return None
+    title = "Headline numbers per run (points; xSIM error in %)"
+    return Figure("headline_by_run", plots.grouped_bars(data, category="label", group="run", value="value",
+                                                        title=title, label="value", horizontal=True), title)
+
+
+def evaluation_sections(results: pl.DataFrame, with_plots: bool = True) -> list[Section]:
+    """The ``Evaluation`` section (runs, headline numbers) and one sub-section per task."""
+    top = Section("Evaluation")
+    if not results.height:
+        top.blocks.append(Text("No evaluation results."))
+        return [top]
+    with_plots = with_plots and plots.available()
+    runs = sorted(set(results["run"]))
+    head = headlines(results)
+    top.blocks += [Text(f"Runs ({len(runs)}), with the content id of each evaluated model:"),
+                   Table(_runs_table(results)),
+                   Text("Headline numbers (runs as columns). " + SCALES),
+                   Table(runs_as_columns(head, KEY, runs)), _variant_legend(results)]
+    if with_plots and (fig := _headline_figure(head)) is not None:
+        top.blocks.append(fig)
+    if not with_plots:
+        top.blocks.append(Text("_Plots omitted: matplotlib is not installed._"))
+    sections = [top]
+    chosen = headline_metrics(results)
+    for task in in_order(results["task"], tuple(TASKS)):
+        rows = results.filter(pl.col("task") == task)
+        sec = Section(TASKS.get(task, task), level=3)
+        sec.blocks.append(Text(f"Task `{task}`; one table per variant, runs as columns."))
+        for variant in in_order(rows["variant"], tuple(VARIANTS)):
+            vrows = rows.filter(pl.col("variant") == variant)
+            blocks: list[Block] = [Text(f"**Variant `{variant}`** — {variant_label(variant)}."),
+                                   Table(runs_as_columns(vrows, ["subset", "languages", "metric"], runs))]
+            if with_plots and task in PER_LANGUAGE_PLOTS:
+                for metric in chosen.filter((pl.col("task") == task) & (pl.col("variant") == variant))["metric"]:
+                    fig = _per_language_figure(task, variant, metric, vrows.filter(pl.col("metric") == metric))
+                    blocks += [fig] if fig is not None else []
+            sec.blocks += blocks
+        if with_plots and task == "geometry" and (fig := _geometry_figure(rows)) is not None:
+            sec.blocks.append(fig)
+        sections.append(sec)
+    return sections
