@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: pipeline plan test test-all bench bench-corpora bench-wiki bench-wikidata lint clean setup
+.PHONY: pipeline plan test test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc lint clean setup
 
 setup: $(STAMP)
 
@@ -56,6 +56,10 @@ bench-wiki: $(STAMP)
 # Wikidata JSON reader on replicated Q42 entities (needs ../shared/data)
 bench-wikidata: $(STAMP)
 	$(BIN)/python -m bench.wikidata_reader --repeat 3
+
+# BUCC-scale mining: 100k × 100k synthetic 768-d embeddings, chunked k-NN (wall time, peak RSS)
+bench-bucc: $(STAMP)
+	$(BIN)/python -m bench.bucc_mining --n 100000 --dim 768
 
 clean:
 	rm -rf data .prefect .pytest_cache .ruff_cache

@@ -203,10 +203,10 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
 
             tables = {t: up["eval_sets"].table_path(t) for t in up["eval_sets"].tables}
             if model is None:  # a model trained by this pipeline: its artifact's content hash names it
-                path, content = up["model"].path / "model", up["model"].content_hash
+                path, content, key = up["model"].path / "model", up["model"].content_hash, up["model"].key
             else:  # an external model: a local folder (hashed by the stage) or a hub id
-                path, content = Path(model) if Path(model).exists() else model, None
-            return _result(evaluate_model(ecfg, path, tables, out, run=name, model_hash=content,
+                path, content, key = Path(model) if Path(model).exists() else model, None, None
+            return _result(evaluate_model(ecfg, path, tables, out, run=name, model_hash=content, model_key=key,
                                           cache_root=cfg.data_root / "cache" / "embeddings" if ecfg.cache else None))
 
         node = f"evaluate.{name}"

@@ -77,10 +77,9 @@ def test_encoder_round_trips_through_sentence_transformers(tmp_path: Path) -> No
 
 
 def test_models_package_does_not_import_polars_duckdb_or_prefect() -> None:
+    import pkgutil
     import subprocess
     import sys
-
-    import pkgutil
 
     import models.evaluation
 

@@ -170,13 +170,13 @@ def _prf(n_correct: int, n_extracted: int, n_gold: int) -> tuple[float, float, f
 def bucc_f1(candidates: Iterable[Candidate], gold: Iterable[str | tuple[str, str]],
             threshold: float) -> dict[str, float]:
     """``BuccExtract`` (keep score ≥ threshold) scored against gold ``src\\ttgt`` ID pairs: f1, precision, recall
-    (points) and the counts."""
+    (points), the threshold and the counts ``n_extracted``, ``n_correct``, ``n_gold``."""
     gold_set = _gold_set(gold)
     extracted = {f"{c.src_id}\t{c.tgt_id}" for c in candidates if c.score >= threshold}
     n_correct = len(gold_set & extracted)
     f1, p, r = _prf(n_correct, len(extracted), len(gold_set))
-    return {"f1": f1, "precision": p, "recall": r, "threshold": float(threshold), "extracted": len(extracted),
-            "correct": n_correct, "gold": len(gold_set)}
+    return {"f1": f1, "precision": p, "recall": r, "threshold": float(threshold), "n_extracted": len(extracted),
+            "n_correct": n_correct, "n_gold": len(gold_set)}
 
 
 def optimize_threshold(candidates: Sequence[Candidate],

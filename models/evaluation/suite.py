@@ -443,12 +443,13 @@ TASKS: tuple[type[Task], ...] = (Tatoeba, Bucc, Sts, Clustering, Classification,
 
 
 def evaluate_model(settings: EvaluationSettings, model: Path | str, tables: Mapping[str, Path], out: Path, *,
-                   run: str, model_hash: str | None = None, cache_root: Path | None = None,
-                   progress: bool = True) -> dict:
+                   run: str, model_hash: str | None = None, model_key: str | None = None,
+                   cache_root: Path | None = None, progress: bool = True) -> dict:
     """Evaluate ``model`` (a sentence-transformers folder or hub id) on the ``eval_sets`` tables → ``eval_results``.
 
     ``model_hash`` names the model in the embedding cache (a trained model's artifact content hash); without it the
-    folder's content is hashed.
+    folder's content is hashed. ``model_key`` fills the results' ``model`` column (the training artifact's key, so
+    results join the warehouse's ``lineage``); without it, the content hash.
     """
     device = pick_device(settings.device)
     encoder = SentenceEncoder.load(model, device)
@@ -473,7 +474,7 @@ def evaluate_model(settings: EvaluationSettings, model: Path | str, tables: Mapp
     log.info("evaluate %s: %d distinct sentences, %d encoded, %d from the embedding cache (%.1f s)", run, len(texts),
              cache.encoded, cache.reused, encode_s)
     vec = Vectors({t: i for i, t in enumerate(texts)}, matrix)
-    results = Results(run, mid)
+    results = Results(run, model_key or content)
     seconds = {"encode": round(encode_s, 3)}
     for task in tasks:
         t0 = time.perf_counter()

@@ -48,10 +48,12 @@ VARIANTS = {
     "mteb": "mteb evaluator reproduced offline (methods §9; mteb BUCC is top-1 retrieval, not mining)",
     "oracle": "threshold tuned and scored on the same split (optimistic; what mSimCSE reports)",
     "held_out": "threshold tuned on the sample split, applied to another split with gold (XTREME-like)",
+    "oracle_cosine": "mining with plain cosine instead of the ratio margin (as VMSST also reports), oracle threshold",
     "ease": "EASE protocol (methods §4.5): KMeans on raw embeddings, Hungarian accuracy",
     "senteval": "SentEval: STS12–16 `all` = correlation over the concatenated subsets",
     "zero_shot": "zero-shot cross-lingual transfer: probe trained on English, tested on each language (methods §7.6)",
-    "msimcse": "mSimCSE protocol (methods §6.4)",
+    "msimcse": "mSimCSE Table 7: logistic-regression language-ID probe accuracy (lower = more language-agnostic)",
+    "wang_isola": "Wang & Isola (2020): alignment of translation pairs, uniformity of both sides (lower is better)",
     "laser": "LASER xSIM: ratio margin, k = 4 (methods §7.8)",
 }
 AGGREGATE_SUBSETS = ("xnli14", "xtreme36", "all", "mean", "wmean")
