@@ -70,8 +70,8 @@ import json, sys, time
 t0 = time.perf_counter()
 from pathlib import Path
 from bench.evaluation_vs_mteb import run_mteb, run_polysent
-side, data, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-res = (run_mteb if side == "mteb" else run_polysent)(data, work, t0)
+side, data, work, dtype = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+res = run_mteb(data, work, t0) if side == "mteb" else run_polysent(data, work, t0, dtype)
 print(json.dumps(res))
 """
 
@@ -253,8 +253,9 @@ def run_mteb(data: Path, work: Path, t0: float) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- polysent side
 
 
-def run_polysent(data: Path, work: Path, t0: float) -> dict[str, Any]:
-    """The polysent side in this process: eval_sets stage, then ``evaluate_model`` (no embedding cache)."""
+def run_polysent(data: Path, work: Path, t0: float, dtype: str = "float32") -> dict[str, Any]:
+    """The polysent side in this process: eval_sets stage, then ``evaluate_model`` (no embedding cache; ``dtype`` =
+    ``EvaluationSettings.dtype``)."""
     import torch
 
     from models.evaluation.suite import evaluate_model
@@ -271,7 +272,7 @@ def run_polysent(data: Path, work: Path, t0: float) -> dict[str, Any]:
     tables = {table: sets / rel for table, rel in built.tables.items()}
     t_sets = time.perf_counter()
     settings = EvaluationSettings(tatoeba=TatoebaSettings(), sts=StsSettings(), clustering=ClusteringSettings(),
-                                  bucc=None, classification=None, xsim=None, geometry=None, langid=None)
+                                  bucc=None, classification=None, xsim=None, geometry=None, langid=None, dtype=dtype)
     res = evaluate_model(settings, model_dir(), tables, out, run="minilm", cache_root=None, progress=False)
     t_eval = time.perf_counter()
     inner = res["stats"]["seconds"]
@@ -284,14 +285,14 @@ def run_polysent(data: Path, work: Path, t0: float) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- the parent
 
 
-def _child(side: str, data: Path, work: Path, timeout: float) -> dict[str, Any]:
+def _child(side: str, data: Path, work: Path, timeout: float, dtype: str) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("HF_DATASETS_OFFLINE", "1")
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", _CHILD, side, str(data), str(work)], capture_output=True, text=True,
-                       env=env, cwd=REPO, timeout=timeout)
+    p = subprocess.run([sys.executable, "-c", _CHILD, side, str(data), str(work), dtype], capture_output=True,
+                       text=True, env=env, cwd=REPO, timeout=timeout)
     wall = time.perf_counter() - t0
     if p.returncode:
         raise RuntimeError(f"{side} child failed (exit {p.returncode}):\n{p.stderr[-4000:]}")
@@ -323,7 +324,8 @@ COMPARED = {"tatoeba": ("f1", "accuracy"), "sts": ("cosine_spearman",), "cluster
 
 
 def compare(mteb: dict, ours: dict) -> dict[str, dict[str, Any]]:
-    """Per task: entries compared, identical ones (|Δ| ≤ 1e-9 in [0, 1]), max |Δ|, and the entries that differ."""
+    """Per task: every compared entry (key, metric, mteb, polysent, |Δ|) in key order, how many are identical
+    (|Δ| ≤ 1e-9 in [0, 1]), the max |Δ|, and the keys only one side has."""
     out = {}
     for task, metrics in COMPARED.items():
         m, p = mteb.get(task, {}), ours.get(task, {})
@@ -331,12 +333,22 @@ def compare(mteb: dict, ours: dict) -> dict[str, dict[str, Any]]:
         diffs = []
         for key in sorted(set(m) & set(p)):
             for metric in metrics:
-                d = abs(p[key][metric] - m[key][metric])
-                diffs.append((d, key, metric, m[key][metric], p[key][metric]))
-        out[task] = {"compared": len(diffs), "identical": sum(d <= IDENTICAL for d, *_ in diffs),
-                     "max_abs_diff": max((d for d, *_ in diffs), default=float("nan")),
-                     "differing": sorted((x for x in diffs if x[0] > IDENTICAL), reverse=True), "missing": missing}
+                diffs.append((key, metric, m[key][metric], p[key][metric], abs(p[key][metric] - m[key][metric])))
+        out[task] = {"entries": diffs, "compared": len(diffs), "identical": sum(d[-1] <= IDENTICAL for d in diffs),
+                     "max_abs_diff": max((d[-1] for d in diffs), default=float("nan")), "missing": missing}
     return out
+
+
+def print_table(agreement: dict[str, dict[str, Any]]) -> None:
+    """One line per compared key: each metric as mteb | polysent (both in [0, 1]) and |Δ|; ≠ marks |Δ| > 1e-9."""
+    print("comparison (mteb | polysent, [0, 1] scale; ≠: |Δ| > 1e-9):")
+    for task, c in agreement.items():
+        by_key: dict[str, list[str]] = {}
+        for key, metric, mv, pv, d in c["entries"]:
+            mark = "≠" if d > IDENTICAL else " "
+            by_key.setdefault(key, []).append(f"{metric} {mv:.6f} | {pv:.6f} Δ {d:.1e}{mark}")
+        for key, cells in by_key.items():
+            print(f"  {task:<10} {key:<14} " + "   ".join(cells))
 
 
 def _each(runs: list[dict]) -> str:
@@ -353,7 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--data-root", type=Path, default=REPO / "data", help="warehouse root (bench_results)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per child run")
-    ap.add_argument("--show", type=int, default=10, help="differing entries to list per task")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="polysent's EvaluationSettings.dtype: float32 (mteb's numerics, the issue's comparison) or "
+                         "bfloat16 (autocast; faster on CPUs with AMX / AVX-512 BF16; numbers move; mteb stays "
+                         "float32)")
     a = ap.parse_args(argv)
     for sub in ("tatoeba", "sts/sts17", "mewsc16"):
         if not (a.data / sub).is_dir():
@@ -366,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(a.repeat):
             for side in ("mteb", "polysent"):
                 work = Path(tmp) / f"{side}-{i}"
-                r = _child(side, a.data, work, a.timeout)
+                r = _child(side, a.data, work, a.timeout, a.dtype)
                 if side == "polysent":
                     r["scores"] = polysent_scores(Path(r["results"]))
                 shutil.rmtree(work, ignore_errors=True)
@@ -383,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({len(m_runs[0]['scores'].get('clustering', {}))} languages), all-MiniLM-L6-v2, CPU, "
           f"torch threads mteb {m_runs[0]['threads']} / polysent {p_runs[0]['threads']}, "
           f"TOKENIZERS_PARALLELISM={os.environ.get('TOKENIZERS_PARALLELISM', 'unset')}, "
-          f"{p_runs[0]['sentences']:,} distinct sentences, median of {a.repeat} (interleaved):")
+          f"polysent dtype {a.dtype}, {p_runs[0]['sentences']:,} distinct sentences, median of {a.repeat} "
+          "(interleaved):")
     print(f"anchor mteb {MTEB_VERSION} {m_s:.1f} s (runs {_each(m_runs)})")
     print(f"polysent {p_s:.1f} s (runs {_each(p_runs)})")
     print(f"speedup {speedup:.2f}× (target ≥ {TARGET:g}×: {'met' if speedup >= TARGET else 'NOT met'})")
@@ -413,13 +429,12 @@ def main(argv: list[str] | None = None) -> int:
         if any(r["scores"] != rs[0]["scores"] for r in rs[1:]):
             print(f"note: {side}'s numbers differ between repeats", flush=True)
     agreement = compare(m_runs[-1]["scores"], p_runs[-1]["scores"])
+    print_table(agreement)
     for task, c in agreement.items():
         metrics = "/".join(COMPARED[task])
         print(f"numbers {task} ({metrics}): {c['identical']}/{c['compared']} identical to {IDENTICAL:g}, "
               f"max |Δ| {c['max_abs_diff']:.3g} (mteb's [0, 1] scale)"
               + (f"; only on one side: {c['missing']}" if c["missing"] else ""))
-        for d, key, metric, mv, pv in c["differing"][: a.show]:
-            print(f"    {key} {metric}: mteb {mv:.12f}, polysent {pv:.12f} (Δ {d:.3g})")
 
     rows: list[dict[str, Any]] = [{
         "benchmark": "evaluation_vs_mteb", "anchor": f"mteb {MTEB_VERSION}", "anchor_seconds": m_s,
@@ -428,12 +443,13 @@ def main(argv: list[str] | None = None) -> int:
         "polysent_runs_seconds": [r["wall"] for r in p_runs], "anchor_encode_seconds": m_enc,
         "anchor_scoring_seconds": m_score, "polysent_encode_seconds": p_parts["encode"],
         "polysent_phases": json.dumps(p_parts), "anchor_phases": json.dumps(m_parts),
-        "torch_threads": p_runs[0]["threads"],
+        "torch_threads": p_runs[0]["threads"], "polysent_dtype": a.dtype,
+        "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM"),
     }]
     for task, c in agreement.items():
         rows.append({"benchmark": f"evaluation_vs_mteb_numbers_{task}", "anchor": f"mteb {MTEB_VERSION}",
-                     "repeat": a.repeat, "compared": c["compared"], "identical": c["identical"],
-                     "max_abs_diff": c["max_abs_diff"]})
+                     "repeat": a.repeat, "polysent_dtype": a.dtype, "compared": c["compared"],
+                     "identical": c["identical"], "max_abs_diff": c["max_abs_diff"]})
     append_results(a.data_root, "evaluation_vs_mteb", rows)
     return 0
 
