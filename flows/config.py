@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError
 
-from models.settings import EvaluationSettings, TokenizerSettings, TrainSettings
+from models.settings import EvaluationSettings, Objective, TokenizerSettings, TrainSettings
 from pipelines.bitext.sampling import BitextSettings
 from pipelines.bitext.sources import BitextSource
 from pipelines.eval_sets import EvalSetsSettings, EvalSources
@@ -100,15 +100,29 @@ def load_config(path: Path | str, data_root: Path | None = None) -> PipelineConf
     try:
         cfg = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError("\n".join(_describe(path, tree, e) for e in exc.errors())) from None
+        raise ConfigError("\n".join(_describe(path, tree, e) for e in _union_errors(raw, exc.errors()))) from None
     base = path.resolve().parent
     cfg = _resolve_paths(cfg, base)
     models = {name: _model_location(m, base, f"{path}: evaluation.models.{name}")
               for name, m in cfg.evaluation.models.items()}
     cfg = cfg.model_copy(update={"evaluation": dataclasses.replace(cfg.evaluation, models=models)})
+    cfg = cfg.model_copy(update={"training": {name: _training_locations(ts, base, f"{path}: training.{name}")
+                                              for name, ts in cfg.training.items()}})
     if data_root is not None:
         cfg = cfg.model_copy(update={"data_root": Path(data_root).resolve()})
     return cfg
+
+
+def _training_locations(ts: TrainSettings, base: Path, where: str) -> TrainSettings:
+    """A run's pretrained start point and teachers resolved like evaluation models (``pkg:``, relative folders)."""
+    encoder = ts.encoder
+    if encoder.pretrained:
+        encoder = dataclasses.replace(encoder, pretrained=_model_location(encoder.pretrained, base,
+                                                                          f"{where}.encoder.pretrained"))
+    objectives = tuple(
+        dataclasses.replace(o, teacher=_model_location(o.teacher, base, f"{where}.objectives.{i}.teacher"))
+        if getattr(o, "teacher", "self") != "self" else o for i, o in enumerate(ts.objectives))
+    return dataclasses.replace(ts, encoder=encoder, objectives=objectives)
 
 
 def _model_location(value: str, base: Path, where: str) -> str:
@@ -140,6 +154,32 @@ def _resolve_paths(obj: Any, base: Path) -> Any:
 
 
 # -- error messages --------------------------------------------------------------------------------------------
+def _union_errors(raw: Any, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pydantic tries every member of a ``kind``-tagged union of dataclasses (training objectives) and reports each
+    member's complaint under its class name; keep only the member whose ``kind`` the input names, and drop the class
+    name from the key path."""
+    members = {cls.__name__: typing.get_type_hints(cls)["kind"].__args__[0] for cls in typing.get_args(Objective)}
+    out = []
+    for err in errors:
+        loc = list(err["loc"])
+        hit = next((i for i, part in enumerate(loc) if part in members), None)
+        if hit is None:
+            out.append(err)
+            continue
+        node: Any = raw
+        for part in loc[:hit]:
+            node = node[part] if isinstance(node, dict | list) and (isinstance(node, dict) or isinstance(part, int)) \
+                else None
+        kind = node.get("kind", "contrastive") if isinstance(node, dict) else None
+        if kind not in members.values() and loc[hit + 1:] == ["kind"]:
+            out.append({**err, "loc": tuple(loc[:hit] + loc[hit + 1:]),
+                        "msg": f"expected one of {', '.join(repr(k) for k in members.values())}"})
+        elif members[loc[hit]] == kind:
+            out.append({**err, "loc": tuple(loc[:hit] + loc[hit + 1:])})
+    unique = {(tuple(e["loc"]), e["msg"]): e for e in out}
+    return list(unique.values())
+
+
 def _describe(path: Path, tree: yaml.Node | None, err: dict[str, Any]) -> str:
     loc = tuple(err["loc"])
     dotted = ".".join(str(p) for p in loc) or "(top level)"

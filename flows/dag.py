@@ -68,6 +68,25 @@ def _jsonable(obj: Any, path: Callable[[Path], str] = str) -> Any:
     return obj
 
 
+def _model_folders(ts: Any) -> dict[str, Path]:
+    """Local model folders a training run reads (a pretrained start point, a teacher): their files enter its key."""
+    found = {"encoder": ts.encoder.pretrained} | {f"teacher{i}": o.teacher for i, o in enumerate(ts.objectives)
+                                                  if getattr(o, "teacher", "self") != "self"}
+    return {role: Path(v) for role, v in found.items() if v and Path(v).is_dir()}
+
+
+def portable_train(ts: Any) -> dict[str, Any]:
+    """A training run's settings for its cache key, with local model folders cut to their names (their content
+    enters through the node's files)."""
+    data = canonical(ts)
+    if data["encoder"].get("pretrained") and Path(data["encoder"]["pretrained"]).is_dir():
+        data["encoder"]["pretrained"] = Path(data["encoder"]["pretrained"]).name
+    for o in data["objectives"]:
+        if o.get("teacher") not in (None, "self") and Path(o["teacher"]).is_dir():
+            o["teacher"] = Path(o["teacher"]).name
+    return data
+
+
 def _result(d: dict) -> StageResult:
     return StageResult(tables=d.get("tables", {}), stats=d.get("stats", {}))
 
@@ -166,7 +185,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
                  {"settings": canonical(cfg.corpora.eval_sets), "sources": portable(ev)}, run_eval_sets,
                  files=ev.files()))
 
-    if cfg.training:
+    if any(ts.encoder.pretrained is None for ts in cfg.training.values()):
         tok_inputs = dict(corpus_tables)
 
         def run_tokenizer(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
@@ -177,21 +196,42 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
         add(Node("tokenizer", "tokenizer", stage_versions.TOKENIZER, canonical(cfg.tokenizer), run_tokenizer,
                  deps=tok_inputs))
 
+    # corpus table → the node writing it (xnli_groups also writes MPCL's "+Single" pairs)
+    table_nodes = {**corpus_tables, "xnli_single_pairs": "xnli_groups"}
+    if "entity_vectors" in nodes:
+        table_nodes["entity_vectors"] = "entity_vectors"
     for run_name, ts in sorted(cfg.training.items()):
-        missing = [t for t in ts.data if t not in nodes]
+        missing = [t for t in ts.tables() if table_nodes.get(t) not in nodes]
         if missing:
-            raise ValueError(f"training.{run_name}.data uses {missing}, but no source produces them")
+            raise ValueError(f"training.{run_name}.objectives use {missing}, but no source produces them")
+        if ts.dev is not None and "eval_sets" not in nodes:
+            raise ValueError(f"training.{run_name}.dev needs evaluation sets (sources.eval)")
+        deps = {table_nodes[t]: table_nodes[t] for t in ts.tables()}
+        if ts.encoder.pretrained is None:
+            deps["tokenizer"] = "tokenizer"
+        if ts.dev is not None:
+            deps["eval_sets"] = "eval_sets"
+        files = {f"model/{role}/{p.relative_to(folder).as_posix()}": p
+                 for role, folder in _model_folders(ts).items() for p in sorted(folder.rglob("*")) if p.is_file()}
 
         def run_train(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], ts=ts,
                       run_name=run_name) -> StageResult:
-            from models.training import train
+            from models.train import train
+            from warehouse.hashing import hash_obj
+            from warehouse.manifest import TIMINGS_DIR
 
-            tables = {t: up[t].table_path(t) for t in ts.data}
-            return _result(train(ts, tables, up["tokenizer"].path / "tokenizer", out, run_name))
+            tables = {t: up[table_nodes[t]].table_path(t) for t in ts.tables()}
+            dev = ({t: up["eval_sets"].table_path(t) for t in up["eval_sets"].tables
+                    if t in ("eval_tatoeba", "eval_sts")} if ts.dev is not None else {})
+            # checkpoints outside the artifact, keyed by everything the run depends on: a killed run resumes
+            key = hash_obj({"settings": canonical(ts), "inputs": {n: r.content_hash for n, r in sorted(up.items())}})
+            return _result(train(ts, tables, out, run_name=run_name,
+                                 tokenizer_dir=up["tokenizer"].path / "tokenizer" if "tokenizer" in up else None,
+                                 dev_tables=dev, checkpoint_dir=cfg.data_root / "cache" / "checkpoints"
+                                 / f"{run_name}-{key[:16]}", keep_checkpoints_after=False, tables_dir=TIMINGS_DIR))
 
-        add(Node(f"train.{run_name}", "train", stage_versions.TRAIN, {"run": run_name, "settings": canonical(ts)},
-                 run_train,
-                 deps={"tokenizer": "tokenizer", **{t: t for t in ts.data}}))
+        add(Node(f"train.{run_name}", "train", stage_versions.TRAIN,
+                 {"run": run_name, "settings": portable_train(ts)}, run_train, files=files, deps=deps))
 
     evaluations: dict[str, str] = {}
     ecfg = cfg.evaluation

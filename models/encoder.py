@@ -63,30 +63,60 @@ class Normalize(nn.Module):
         return nn.functional.normalize(x, p=2, dim=1)
 
 
+class MLPHead(nn.Module):
+    """SimCSE's ``MLPLayer`` (Linear(d, d) + tanh), applied after pooling in training only (``--mlp_only_train``)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(dim, dim)
+        self.activation = nn.Tanh()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.dense(x))
+
+
 class SentenceEncoder(nn.Module):
     def __init__(self, backbone: nn.Module, tokenizer: PreTrainedTokenizerBase, pooling: str, max_length: int,
-                 post: Sequence[nn.Module] = ()) -> None:
+                 post: Sequence[nn.Module] = (), train_head: nn.Module | None = None) -> None:
         super().__init__()
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.max_length = max_length
         self.post = nn.ModuleList(post)  # Dense / Normalize modules after pooling, as listed in modules.json
+        self.train_head = train_head  # used in training mode only; never saved with the model
 
     @classmethod
-    def from_settings(cls, settings: EncoderSettings, tokenizer_dir: Path) -> SentenceEncoder:
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    def from_settings(cls, settings: EncoderSettings, tokenizer_dir: Path | None = None) -> SentenceEncoder:
+        """A pretrained model (``settings.pretrained``: its own tokenizer, pooling from a sentence-transformers
+        folder's config when it has one, else ``settings.pooling``) or a small BERT built from the size fields with
+        the tokenizer in ``tokenizer_dir``; plus the train-only MLP head and gradient checkpointing when set."""
         if settings.pretrained:
-            backbone = AutoModel.from_pretrained(settings.pretrained)
+            enc = cls.load(settings.pretrained)
+            if not (Path(settings.pretrained) / "modules.json").exists():
+                enc.pooling = settings.pooling
+            enc.max_length = settings.max_length
         else:
-            config = BertConfig(
-                vocab_size=len(tokenizer), hidden_size=settings.hidden_size,
-                num_hidden_layers=settings.num_layers, num_attention_heads=settings.num_heads,
-                intermediate_size=settings.intermediate_size, hidden_dropout_prob=settings.dropout,
-                attention_probs_dropout_prob=settings.dropout, max_position_embeddings=max(settings.max_length, 64),
-                pad_token_id=tokenizer.pad_token_id,
-            )
-            backbone = BertModel(config, add_pooling_layer=False)
+            if tokenizer_dir is None:
+                raise ValueError("encoder: building a model from a config needs a tokenizer folder (or set pretrained)")
+            enc = cls._from_config(settings, tokenizer_dir)
+        if settings.mlp_head:
+            enc.train_head = MLPHead(int(enc.backbone.config.hidden_size))
+        if settings.gradient_checkpointing:
+            enc.backbone.gradient_checkpointing_enable()
+        return enc
+
+    @classmethod
+    def _from_config(cls, settings: EncoderSettings, tokenizer_dir: Path) -> SentenceEncoder:
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        config = BertConfig(
+            vocab_size=len(tokenizer), hidden_size=settings.hidden_size,
+            num_hidden_layers=settings.num_layers, num_attention_heads=settings.num_heads,
+            intermediate_size=settings.intermediate_size, hidden_dropout_prob=settings.dropout,
+            attention_probs_dropout_prob=settings.dropout, max_position_embeddings=max(settings.max_length, 64),
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        backbone = BertModel(config, add_pooling_layer=False)
         return cls(backbone, tokenizer, settings.pooling, settings.max_length)
 
     @property
@@ -111,6 +141,8 @@ class SentenceEncoder(nn.Module):
         emb = pool(hidden, batch["attention_mask"], self.pooling)
         for module in self.post:
             emb = module(emb)
+        if self.training and self.train_head is not None:
+            emb = self.train_head(emb)
         return emb
 
     def forward(self, texts: Sequence[str]) -> torch.Tensor:

@@ -25,7 +25,12 @@ class TokenizerSettings:
 
 @dataclass(frozen=True)
 class EncoderSettings:
-    """A small BERT-style encoder built from a config (``pretrained`` may name a local or hub model instead)."""
+    """The student encoder: a 🤗 transformer + pooling.
+
+    ``pretrained`` names a local folder, a sentence-transformers folder or a hub id (online only); without it a small
+    BERT is built from the size fields and the pipeline's own tokenizer. ``mlp_head`` adds SimCSE's Linear + tanh
+    after pooling during training only (``--mlp_only_train``: not exported); ``gradient_checkpointing`` trades
+    compute for activation memory. ``dropout`` applies to configs built here; a pretrained model keeps its own."""
 
     __pydantic_config__ = _STRICT
     hidden_size: int = 128
@@ -35,27 +40,186 @@ class EncoderSettings:
     dropout: float = 0.1
     max_length: int = 64
     pooling: Literal["mean", "cls"] = "mean"
+    mlp_head: bool = False
+    gradient_checkpointing: bool = False
     pretrained: str | None = None
+
+
+PairData = Literal["bitext_pairs", "xnli_single_pairs", "xnli_groups"]
+
+
+@dataclass(frozen=True)
+class ContrastiveObjective:
+    """In-batch InfoNCE on translation pairs (methods §1.3, §8.1): the contrastive baseline, and MPCL's "+Single"
+    with ``data: xnli_single_pairs``. ``xnli_groups`` as pair data draws two members of a group per row.
+    ``hard_negatives`` adds the contradiction group's member in the positive's language (xnli data only) with the
+    additive logit ``hard_negative_weight``. ``language_pair_batches``: one language pair per batch."""
+
+    __pydantic_config__ = _STRICT
+    kind: Literal["contrastive"] = "contrastive"
+    data: PairData = "bitext_pairs"
+    weight: float = 1.0
+    batch_size: int = 32
+    temperature: float = 0.05
+    symmetric: bool = True
+    hard_negatives: bool = False
+    hard_negative_weight: float = 0.0
+    language_pair_batches: bool = False
+
+
+@dataclass(frozen=True)
+class MpclObjective:
+    """MPCL (methods §2): ``batch_size`` translation groups per batch, each with its members in ``languages`` (all
+    the group has when empty); positives summed inside the log (``inside``, paper Eq. 2) or SupCon's ``outside``;
+    min–max scaling of each anchor row into [−1/τ, 1/τ]; the first ``single_positive_steps`` steps draw two members
+    per group (single-positive Eq. 1 warm-up). ``anchors``: every sentence, or one random member per group.
+    ``hard_negatives``: the contradiction hypothesis's group member in a random language (XNLI)."""
+
+    __pydantic_config__ = _STRICT
+    kind: Literal["mpcl"] = "mpcl"
+    data: Literal["xnli_groups"] = "xnli_groups"
+    weight: float = 1.0
+    batch_size: int = 32
+    languages: tuple[str, ...] = ()
+    temperature: float = 0.05
+    positives: Literal["inside", "outside"] = "inside"
+    minmax: bool = True
+    minmax_detach: bool = False
+    anchors: Literal["all", "one_per_group"] = "all"
+    single_positive_steps: int = 0
+    hard_negatives: bool = False
+
+
+@dataclass(frozen=True)
+class SoftLabelObjective:
+    """Soft-label contrastive distillation from a frozen monolingual teacher (IMASCL, methods §3, §13).
+
+    ``teacher``: a model folder, ``pkg:NAME``, a hub id, or ``self`` (a frozen copy of the student's start point).
+    ``labels``: ``priority`` (the teacher reads the side whose language comes first in ``priority``) or ``average``
+    (both sides, similarities averaged). ``tms`` adds the monolingual terms with L = λ·L_cross + L_mono
+    (``cross_weight`` = λ = 0.1). ``loss: mse`` is sentence-transformers' make-multilingual MSE instead (student
+    embeddings of both sides regress the teacher's embedding of the priority side; dimensions must match).
+    ``teacher_cache``: encode the corpus once with the teacher instead of per batch."""
+
+    __pydantic_config__ = _STRICT
+    kind: Literal["soft_label"] = "soft_label"
+    data: PairData = "bitext_pairs"
+    weight: float = 1.0
+    batch_size: int = 28
+    teacher: str = "self"
+    teacher_prefix: str = ""
+    labels: Literal["priority", "average"] = "priority"
+    w_func: Literal["softmax", "raw"] = "softmax"
+    temperature: float = 0.1
+    tms: bool = False
+    cross_weight: float = 0.1
+    loss: Literal["soft_ce", "mse"] = "soft_ce"
+    priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
+    language_pair_batches: bool = True
+    teacher_cache: bool = True
+
+
+@dataclass(frozen=True)
+class EaseObjective:
+    """EASE (methods §4): sentence ↔ linked-entity contrast on ``hard_negatives`` rows with Wikipedia2Vec-initialised
+    entities (``entity_vectors``) through W (Linear + tanh as the code, ``nonlinear: false`` for the paper's linear
+    W), plus the SimCSE dropout loss: L = L_simcse + λ·L_entity. ``entity_temperature`` divides (10 multilingual,
+    100 monolingual); the own type-based hard negative gets the additive logit ``hard_negative_weight``."""
+
+    __pydantic_config__ = _STRICT
+    kind: Literal["ease"] = "ease"
+    data: Literal["hard_negatives"] = "hard_negatives"
+    weight: float = 1.0
+    batch_size: int = 8
+    simcse_temperature: float = 0.05
+    entity_temperature: float = 10.0
+    entity_weight: float = 0.01
+    hard_negatives: bool = True
+    hard_negative_weight: float = 1.0
+    nonlinear: bool = True
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SimcseObjective:
+    """mSimCSE (methods §6): the SimCSE loss (one-way, hard negatives with ``hard_negative_weight``) with its four
+    strategies as data choices: ``unsupervised`` (each sentence of ``sentences`` twice → two dropout views; language
+    ``sentence_language``), ``english_nli`` / ``cross_lingual_nli`` (``nli_triples``: sent0, sent1, hard_neg) and
+    ``parallel`` (``bitext_pairs``)."""
+
+    __pydantic_config__ = _STRICT
+    kind: Literal["simcse"] = "simcse"
+    strategy: Literal["unsupervised", "english_nli", "cross_lingual_nli", "parallel"] = "unsupervised"
+    sentences: Literal["hard_negatives", "xnli_groups", "bitext_pairs"] = "hard_negatives"
+    sentence_language: str | None = "en"
+    weight: float = 1.0
+    batch_size: int = 64
+    temperature: float = 0.05
+    hard_negatives: bool = True
+    hard_negative_weight: float = 0.0
+
+
+Objective = ContrastiveObjective | MpclObjective | SoftLabelObjective | EaseObjective | SimcseObjective
+
+
+def objective_tables(objective: Objective) -> tuple[str, ...]:
+    """The corpus tables an objective reads."""
+    if isinstance(objective, EaseObjective):
+        return ("hard_negatives", "entity_vectors")
+    if isinstance(objective, SimcseObjective):
+        return {"unsupervised": (objective.sentences,), "english_nli": ("nli_triples",),
+                "cross_lingual_nli": ("nli_triples",), "parallel": ("bitext_pairs",)}[objective.strategy]
+    if objective.data == "xnli_single_pairs":
+        return ("xnli_groups", "xnli_single_pairs")
+    return (objective.data,)
+
+
+@dataclass(frozen=True)
+class DevSettings:
+    """Dev evaluation every ``every`` steps, keeping the best checkpoint by ``metric``: ``tatoeba`` (mean of both
+    directions' accuracy over ``languages``, all of ``eval_tatoeba`` when empty, at most ``max_pairs`` pairs each) or
+    ``stsb`` (Spearman of cosine on ``eval_sts`` dataset ``stsb``, subset ``split``)."""
+
+    __pydantic_config__ = _STRICT
+    metric: Literal["tatoeba", "stsb"] = "tatoeba"
+    every: int = 125
+    languages: tuple[str, ...] = ()
+    max_pairs: int = 1000
+    split: str = "dev"
 
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """One training run. ``objective`` names a loss in ``models.objectives``."""
+    """One training run: one or more ``objectives`` (each fed by its own corpus, losses summed with their weights),
+    AdamW with linear warm-up and decay, bf16 autocast on a GPU (``precision: auto``), gradient accumulation,
+    GradCache (``grad_cache``: mini-batch size; equal gradients at any contrastive batch size), checkpoints every
+    ``checkpoint_every`` steps (``keep_checkpoints`` newest kept), dev evaluation with best-checkpoint selection."""
 
     __pydantic_config__ = _STRICT
-    objective: Literal["info_nce"] = "info_nce"
-    data: tuple[Literal["xnli_groups", "bitext_pairs"], ...] = ("xnli_groups", "bitext_pairs")
+    objectives: tuple[Objective, ...] = (ContrastiveObjective(),)
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
     steps: int = 300
-    batch_size: int = 32
     lr: float = 5e-4
     warmup_steps: int = 30
     weight_decay: float = 0.01
-    temperature: float = 0.05
-    symmetric: bool = True
+    max_grad_norm: float | None = 1.0
+    grad_accumulation: int = 1
+    grad_cache: int | None = None
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    length_bucketing: bool = True
     seed: int = 13
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    log_every: int = 10
+    checkpoint_every: int = 0
+    keep_checkpoints: int = 2
+    dev: DevSettings | None = None
+
+    def tables(self) -> tuple[str, ...]:
+        """Every corpus table the run reads, in a fixed order."""
+        return tuple(sorted({t for o in self.objectives for t in objective_tables(o)}))
+
+
+# settings a resumed run may change without changing what it computes
+RESUMABLE_CHANGES = frozenset({"checkpoint_every", "keep_checkpoints", "device"})
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,9 @@ def tiny_config_dict(data_root: Path, steps: int = 40) -> dict:
     cfg["name"] = "tiny"
     cfg["data_root"] = str(data_root)
     cfg["tokenizer"]["vocab_size"] = 2000
-    run = cfg["training"].pop("contrastive_tiny")
-    run.update(steps=steps, batch_size=16, warmup_steps=5, log_every=5)
+    run = cfg["training"].pop("tiny_combined")
+    run.update(steps=steps, warmup_steps=5)
+    run["dev"]["every"] = max(1, steps // 2)
     run["encoder"].update(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32)
     cfg["training"]["tiny"] = run
     return cfg

@@ -15,7 +15,7 @@ def test_default_config_loads_and_resolves_paths_against_its_folder() -> None:
     cfg = load_config(REPO / "configs" / "default.yaml")
     assert cfg.data_root == REPO / "data"
     assert cfg.sources.wikipedia.dumps["ru"] == REPO / "sample" / "wikipedia" / "ruwiki-sample.xml.bz2"
-    assert cfg.training["contrastive_tiny"].encoder.hidden_size == 128
+    assert cfg.training["tiny_combined"].encoder.hidden_size == 128
 
 
 def _config_error(tmp_path: Path, mutate) -> str:
@@ -75,7 +75,7 @@ def test_training_data_must_be_produced(tmp_path: Path) -> None:
 
     cfg = tiny_config_dict(tmp_path / "data")
     cfg["sources"]["bitext"] = []
-    with pytest.raises(ValueError, match=r"training\.tiny\.data uses \['bitext_pairs'\]"):
+    with pytest.raises(ValueError, match=r"training\.tiny\.objectives use \['bitext_pairs'\]"):
         build_dag(load_config(write_config(tmp_path / "c.yaml", cfg)))
 
 
@@ -90,3 +90,14 @@ def test_bitext_source_formats_are_checked_by_their_own_schema(tmp_path: Path) -
     assert "unknown language code 'xx'" in msg
     msg = _config_error(tmp_path, lambda c: c["corpora"]["xnli_groups"].update(languages="most"))
     assert "unknown language preset 'most'" in msg
+
+
+def test_objective_errors_name_the_objective_of_the_kind_given(tmp_path: Path) -> None:
+    """The objectives list is a union told apart by ``kind``: an error speaks of the named kind only."""
+    msg = _config_error(tmp_path, lambda c: c["training"]["tiny"]["objectives"][0].update(colour="red"))
+    assert re.search(r"training\.tiny\.objectives\.0\.colour: unknown key \(value 'red'\)", msg), msg
+    assert "ContrastiveObjective" not in msg and "EaseObjective" not in msg and len(msg.splitlines()) == 1
+    msg = _config_error(tmp_path, lambda c: c["training"]["tiny"]["objectives"][0].update(kind="triplet"))
+    assert re.search(r"training\.tiny\.objectives\.0\.kind: expected one of 'contrastive', 'mpcl'", msg), msg
+    msg = _config_error(tmp_path, lambda c: c["training"]["tiny"]["objectives"][1].update(temperature="hot"))
+    assert "training.tiny.objectives.1.temperature" in msg and len(msg.splitlines()) == 1, msg

@@ -12,6 +12,7 @@ from warehouse.hashing import hash_obj, sha256_file
 
 MANIFEST_NAME = "manifest.json"
 CATALOG_DIR = "_catalog"
+TIMINGS_DIR = "_timings"  # build measurements: verified, but not part of the content hash
 FORMAT_VERSION = 1
 
 
@@ -60,8 +61,11 @@ def scan_files(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def content_hash(files: dict[str, dict[str, Any]]) -> str:
-    """Hash of the data files (catalog rows excluded: they carry timestamps, the data must not)."""
-    return hash_obj({k: v["sha256"] for k, v in files.items() if not k.startswith(CATALOG_DIR + "/")})
+    """Hash of the data files. Excluded: catalog rows (they carry timestamps, the data must not) and ``_timings/``
+    (measurements of how the build went — a training run's per-step wall times and throughput — which differ between
+    two builds of identical data; they are still listed and verified, and queryable)."""
+    return hash_obj({k: v["sha256"] for k, v in files.items()
+                     if not k.startswith((CATALOG_DIR + "/", TIMINGS_DIR + "/"))})
 
 
 def verify(root: Path, manifest: Manifest) -> str | None:

@@ -1,0 +1,361 @@
+"""Objectives wired to their corpora: each component turns a training step into text columns to embed and a loss
+over those embeddings, so one run can combine objectives with weights, each fed by its own corpus (e.g. MPCL groups +
+EASE pairs + soft labels on bitext).
+
+A component's ``batch(step)`` is a pure function of (seed, step) — batches come from ``models.sampling.BatchPlan``
+and per-step choices from ``step_rng`` — so a resumed run and every rank of a distributed run draw the same global
+batch. Each rank embeds its contiguous shard of every column; the loss gathers the shards (``models.distributed``),
+so all ranks compute the same full-batch loss and the summed gradients equal the single-process ones. Meaning ids of
+the global batch are known on every rank, so nothing but embeddings is gathered.
+
+Group-aware batches: rows that share a meaning (two pairs with the same pivot sentence, an IMASCL duplicate, two EASE
+examples of one sentence) carry the same meaning id and the objectives mask them instead of using them as negatives.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from models import corpus_tables as ct
+from models import distributed
+from models.encoder import SentenceEncoder
+from models.objectives import (
+    EntityHead,
+    ease_loss,
+    embedding_mse,
+    info_nce,
+    mpcl_loss,
+    simcse_loss,
+    soft_label_loss,
+    soft_label_targets,
+)
+from models.sampling import BatchPlan, step_rng
+from models.settings import (
+    ContrastiveObjective,
+    EaseObjective,
+    MpclObjective,
+    Objective,
+    SimcseObjective,
+    SoftLabelObjective,
+    TrainSettings,
+)
+from models.teacher import Teacher
+
+log = logging.getLogger("polysent.models.components")
+LossFn = Callable[[list[torch.Tensor]], torch.Tensor]
+
+
+@dataclass
+class StepBatch:
+    columns: list[list[str]]  # this rank's texts, one list per embedded column
+    loss_fn: LossFn  # embeddings of the columns (this rank's rows) → the full-batch loss
+    sentences: int  # texts embedded in the global batch (throughput)
+
+
+class Component:
+    """One weighted objective on one corpus."""
+
+    def __init__(self, name: str, objective: Objective, seed: int, stream: int, device: torch.device) -> None:
+        self.name, self.objective, self.weight = name, objective, objective.weight
+        self.seed, self.stream, self.device = seed, stream, device
+        self.modules = nn.ModuleDict()  # trainable parameters of the objective itself (EASE's entity table and W)
+        self.rank, self.world = distributed.rank(), max(1, distributed.world_size())
+
+    def batch(self, step: int) -> StepBatch:
+        raise NotImplementedError
+
+    def local(self, texts: Sequence[str]) -> list[str]:
+        return distributed.shard(list(texts), self.rank, self.world) if self.world > 1 else list(texts)
+
+    def ids(self, values: Sequence[int] | np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(values, dtype=np.int64), device=self.device)
+
+
+def _gathered(embs: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [distributed.gather(e.float()) for e in embs]
+
+
+def _lengths(*columns: Sequence[str]) -> np.ndarray:
+    return np.fromiter((sum(len(c[i]) for c in columns) for i in range(len(columns[0]))), dtype=np.int64,
+                       count=len(columns[0]))
+
+
+# ---------------------------------------------------------------------------------------------- pairs
+class PairComponent(Component):
+    """Contrastive InfoNCE (+ optional XNLI hard negatives) on pairs, or on two members of each XNLI group."""
+
+    objective: ContrastiveObjective
+
+    def __init__(self, name: str, o: ContrastiveObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        self.groups: ct.Groups | None = None
+        if o.data == "xnli_groups":
+            self.groups = ct.load_groups(tables["xnli_groups"])
+            self.pairs = ct.pairs_from_groups(self.groups)
+        elif o.data == "xnli_single_pairs":
+            self.pairs = ct.load_single_pairs(tables["xnli_groups"], tables["xnli_single_pairs"])
+        else:
+            self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
+        if o.hard_negatives and self.groups is None:
+            raise ValueError(f"objective {name}: hard_negatives needs data: xnli_groups (its contradiction groups)")
+        self.plan = BatchPlan(len(self.pairs), o.batch_size, settings.seed + stream,
+                              blocks=self.pairs.language_pairs() if o.language_pair_batches else None,
+                              lengths=_lengths(self.pairs.a, self.pairs.b) if settings.length_bucketing else None,
+                              what=f"objective {name} ({o.data})")
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        a, b, negs = [], [], []
+        if self.groups is not None:
+            rng = step_rng(self.seed, self.stream, step)
+            for g in idx:
+                members = self.groups.members[g]
+                i, j = rng.choice(len(members), size=2, replace=False)
+                a.append(members[i][1])
+                b.append(members[j][1])
+                if o.hard_negatives:
+                    neg = self.groups.negative[g]
+                    pool = self.groups.members[neg] if neg >= 0 else None
+                    if pool is None:
+                        negs.append(self.groups.members[int(rng.integers(len(self.groups)))][0][1])
+                    else:
+                        same = [t for lang, t in pool if lang == members[j][0]]
+                        negs.append(same[0] if same else pool[int(rng.integers(len(pool)))][1])
+        else:
+            a, b = [self.pairs.a[i] for i in idx], [self.pairs.b[i] for i in idx]
+        meaning = self.ids(self.pairs.meaning[idx])
+        columns = [self.local(a), self.local(b)] + ([self.local(negs)] if negs else [])
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            z = _gathered(embs)
+            return info_nce(z[0], z[1], o.temperature, o.symmetric, hard_negatives=z[2] if len(z) > 2 else None,
+                            hard_negative_weight=o.hard_negative_weight, groups=meaning)
+
+        return StepBatch(columns, loss_fn, len(a) + len(b) + len(negs))
+
+
+# ---------------------------------------------------------------------------------------------- MPCL
+class MpclComponent(Component):
+    objective: MpclObjective
+
+    def __init__(self, name: str, o: MpclObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        self.groups = ct.load_groups(tables["xnli_groups"], o.languages)
+        lengths = np.array([max(len(t) for _, t in m) for m in self.groups.members], dtype=np.int64)
+        self.plan = BatchPlan(len(self.groups), o.batch_size, settings.seed + stream,
+                              lengths=lengths if settings.length_bucketing else None,
+                              what=f"objective {name} (xnli_groups)")
+        if o.hard_negatives and not (self.groups.negative >= 0).any():
+            raise ValueError(f"objective {name}: hard_negatives is set but xnli_groups has no negative_group_id")
+        sizes = {len(m) for m in self.groups.members}
+        if self.world > 1 and len(sizes) > 1:
+            raise ValueError(f"objective {name}: distributed MPCL needs groups of one size, found sizes {sorted(sizes)}"
+                             " (set languages: to ones every group has)")
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        rng = step_rng(self.seed, self.stream, step)
+        warmup = step < o.single_positive_steps
+        texts, group, anchor, negs = [], [], [], []
+        for n, g in enumerate(idx):
+            members = self.groups.members[g]
+            pick = sorted(rng.choice(len(members), size=2, replace=False)) if warmup else range(len(members))
+            chosen = [members[k][1] for k in pick]
+            first = int(rng.integers(len(chosen)))
+            texts += chosen
+            group += [n] * len(chosen)
+            anchor += [o.anchors == "all" or k == first for k in range(len(chosen))]
+            if o.hard_negatives:
+                neg = self.groups.negative[g]
+                other = neg if neg >= 0 else int(rng.integers(len(self.groups)))
+                pool = self.groups.members[other]
+                negs.append(pool[int(rng.integers(len(pool)))][1])
+        groups_t, anchors_t = self.ids(group), torch.tensor(anchor, device=self.device)
+        columns = [self.local(texts)] + ([self.local(negs)] if negs else [])
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            z = _gathered(embs)
+            return mpcl_loss(z[0], groups_t, o.temperature, positives=o.positives, minmax=o.minmax,
+                             minmax_detach=o.minmax_detach, anchors=anchors_t,
+                             hard_negatives=z[1] if len(z) > 1 else None)
+
+        return StepBatch(columns, loss_fn, len(texts) + len(negs))
+
+
+# ---------------------------------------------------------------------------------------------- soft labels
+class SoftLabelComponent(Component):
+    objective: SoftLabelObjective
+
+    def __init__(self, name: str, o: SoftLabelObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device, student: SentenceEncoder) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        if o.data == "xnli_groups":
+            self.pairs = ct.pairs_from_groups(ct.load_groups(tables["xnli_groups"]))
+        elif o.data == "xnli_single_pairs":
+            self.pairs = ct.load_single_pairs(tables["xnli_groups"], tables["xnli_single_pairs"])
+        else:
+            self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
+        self.plan = BatchPlan(len(self.pairs), o.batch_size, settings.seed + stream,
+                              blocks=self.pairs.language_pairs() if o.language_pair_batches else None,
+                              lengths=_lengths(self.pairs.a, self.pairs.b) if settings.length_bucketing else None,
+                              what=f"objective {name} ({o.data})")
+        if o.teacher == "self":
+            encoder = copy.deepcopy(student)
+            encoder.train_head = None
+        else:
+            encoder = SentenceEncoder.load(o.teacher, device)
+        self.teacher = Teacher(encoder.to(device), prefix=o.teacher_prefix, name=f"objective {name} teacher")
+        if o.loss == "mse" and self.teacher.dim != student.dim:
+            raise ValueError(f"objective {name}: loss mse regresses the teacher's embeddings, but the teacher "
+                             f"{o.teacher!r} has dimension {self.teacher.dim} and the student {student.dim}; use "
+                             "loss: soft_ce (targets are similarities, any teacher dimension) or a matching teacher")
+        rank = {lang: i for i, lang in enumerate(o.priority)}
+        # the side the teacher reads ("Priority"): the pair's language that comes first in ``priority``
+        self.b_first = np.array([rank.get(lb, len(rank)) < rank.get(la, len(rank))
+                                 for la, lb in zip(self.pairs.a_lang, self.pairs.b_lang, strict=True)])
+        if o.teacher_cache:
+            self.teacher.cache([*self.pairs.a, *self.pairs.b])
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        a, b = [self.pairs.a[i] for i in idx], [self.pairs.b[i] for i in idx]
+        first = [b[n] if self.b_first[i] else a[n] for n, i in enumerate(idx)]
+        second = [a[n] if self.b_first[i] else b[n] for n, i in enumerate(idx)]
+        t_first = self.teacher.embed(first, self.device)
+        if o.loss == "mse":
+            target = t_first
+        else:
+            t_second = self.teacher.embed(second, self.device) if o.labels == "average" else None
+            target = soft_label_targets(t_first, t_second, o.temperature, mode=o.labels, w_func=o.w_func)
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            za, zb = _gathered(embs)
+            if o.loss == "mse":
+                return embedding_mse(za, zb, target)
+            return soft_label_loss(za, zb, target, o.temperature, tms=o.tms, cross_weight=o.cross_weight)
+
+        return StepBatch([self.local(a), self.local(b)], loss_fn, 2 * len(a))
+
+
+# ---------------------------------------------------------------------------------------------- EASE
+class EaseComponent(Component):
+    objective: EaseObjective
+
+    def __init__(self, name: str, o: EaseObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device, student: SentenceEncoder) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        self.data = ct.load_entity_pairs(tables["hard_negatives"], tables["entity_vectors"],
+                                         require_negative=o.hard_negatives)
+        self.text_ids = ct.meaning_ids(self.data.text)
+        self.plan = BatchPlan(len(self.data), o.batch_size, settings.seed + stream,
+                              lengths=_lengths(self.data.text) if settings.length_bucketing else None,
+                              what=f"objective {name} (hard_negatives)")
+        head = EntityHead.from_vectors(self.data.vectors, student.dim, nonlinear=o.nonlinear, seed=o.seed)
+        self.modules["entities"] = head.to(device)
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        texts = [self.data.text[i] for i in idx]
+        ent, neg = self.data.entity[idx], self.data.negative[idx]
+        local_ent = self.ids(self.local(list(ent)))
+        local_neg = self.ids(self.local(list(neg)))
+        text_ids, ent_ids = self.ids(self.text_ids[idx]), self.ids(ent)
+        head = self.modules["entities"]
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            z1, z2 = _gathered(embs)
+            e = distributed.gather(head(local_ent).float())
+            n = distributed.gather(head(local_neg).float()) if o.hard_negatives else None
+            return ease_loss(z1, z2, e, n, simcse_temperature=o.simcse_temperature,
+                             entity_temperature=o.entity_temperature, hard_negative_weight=o.hard_negative_weight,
+                             entity_weight=o.entity_weight, groups=text_ids, entity_groups=ent_ids)
+
+        local = self.local(texts)
+        return StepBatch([local, list(local)], loss_fn, 2 * len(texts))
+
+
+# ---------------------------------------------------------------------------------------------- mSimCSE
+class SimcseComponent(Component):
+    objective: SimcseObjective
+
+    def __init__(self, name: str, o: SimcseObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        self.triples: ct.Triples | None = None
+        self.sentences: ct.Sentences | None = None
+        self.pairs: ct.Pairs | None = None
+        if o.strategy == "unsupervised":
+            self.sentences = ct.load_sentences(o.sentences, tables[o.sentences], o.sentence_language)
+            n, lengths = len(self.sentences), _lengths(self.sentences.text)
+            self.meaning = np.arange(n, dtype=np.int64)
+        elif o.strategy == "parallel":
+            self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
+            n, lengths, self.meaning = len(self.pairs), _lengths(self.pairs.a, self.pairs.b), self.pairs.meaning
+        else:
+            strategy = "english" if o.strategy == "english_nli" else "cross_lingual"
+            self.triples = ct.load_triples(tables["nli_triples"], strategy)
+            n, lengths = len(self.triples), _lengths(self.triples.sent0, self.triples.sent1)
+            self.meaning = self.triples.meaning
+        self.plan = BatchPlan(n, o.batch_size, settings.seed + stream,
+                              lengths=lengths if settings.length_bucketing else None,
+                              what=f"objective {name} ({o.strategy})")
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        if self.sentences is not None:
+            s = [self.sentences.text[i] for i in idx]
+            columns = [self.local(s), self.local(s)]
+        elif self.pairs is not None:
+            columns = [self.local([self.pairs.a[i] for i in idx]), self.local([self.pairs.b[i] for i in idx])]
+        else:
+            assert self.triples is not None
+            t = self.triples
+            columns = [self.local([t.sent0[i] for i in idx]), self.local([t.sent1[i] for i in idx])]
+            if o.hard_negatives:
+                columns.append(self.local([t.hard_neg[i] for i in idx]))
+        meaning = self.ids(self.meaning[idx])
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            z = _gathered(embs)
+            return simcse_loss(z[0], z[1], z[2] if len(z) > 2 else None, o.temperature,
+                               hard_negative_weight=o.hard_negative_weight, groups=meaning)
+
+        return StepBatch(columns, loss_fn, len(idx) * len(columns))
+
+
+def build_components(settings: TrainSettings, tables: Mapping[str, Path], student: SentenceEncoder,
+                     device: torch.device) -> list[Component]:
+    """One component per objective, named by kind (``mpcl``, ``ease``, …; ``kind.2`` for a second of one kind)."""
+    missing = sorted({t for t in settings.tables() if t not in tables})
+    if missing:
+        raise ValueError(f"training needs corpus table(s) {missing}; given {sorted(tables)}")
+    out: list[Component] = []
+    seen: dict[str, int] = {}
+    for stream, o in enumerate(settings.objectives):
+        seen[o.kind] = seen.get(o.kind, 0) + 1
+        name = o.kind if seen[o.kind] == 1 else f"{o.kind}.{seen[o.kind]}"
+        if isinstance(o, ContrastiveObjective):
+            out.append(PairComponent(name, o, tables, settings, stream, device))
+        elif isinstance(o, MpclObjective):
+            out.append(MpclComponent(name, o, tables, settings, stream, device))
+        elif isinstance(o, SoftLabelObjective):
+            out.append(SoftLabelComponent(name, o, tables, settings, stream, device, student))
+        elif isinstance(o, EaseObjective):
+            out.append(EaseComponent(name, o, tables, settings, stream, device, student))
+        elif isinstance(o, SimcseObjective):
+            out.append(SimcseComponent(name, o, tables, settings, stream, device))
+        else:  # pragma: no cover - the settings union is closed
+            raise TypeError(f"unknown objective {o!r}")
+        log.info("objective %s: weight %g, batch %d, %d items per epoch", name, o.weight, o.batch_size,
+                 out[-1].plan.per_epoch * o.batch_size)
+    return out

@@ -1,0 +1,147 @@
+"""MPCL: contrastive loss with multiple multilingual positives per anchor (translation groups).
+
+Paper: Zhao, Wu, Cai, Tsuruoka, "Leveraging Multilingual Positive Instances in Contrastive Learning" (Eq. 1, Eq. 2,
+§3.3); no public code exists (methods §2). A batch holds N sentences; the members of one
+translation group share a ``groups`` id. With s_ij = cos(h_i, c_j) over the candidates c = [E; hard negatives]
+(N × (N+H)), for each anchor row i:
+
+    C_i = { j ≠ i : candidate_mask[i, j] } ∪ { all hard-negative columns }    (the diagonal is never a candidate)
+    P_i = { j ≠ i : groups[j] = groups[i] }                                   (must lie in C_i; never a hard negative)
+
+Min–max scaling (paper §3.3, "min–max scaling into [−1/τ, 1/τ]"; per anchor row over its candidates only)::
+
+    s̃_ij = ( 2 · (s_ij − min_{c∈C_i} s_ic) / (max_{c∈C_i} s_ic − min_{c∈C_i} s_ic + ε) − 1 ) / τ
+
+(min and max detached iff ``minmax_detach``); without it s̃_ij = s_ij / τ.
+
+``positives="inside"`` (paper Eq. 2, the default; K positives summed inside the log, positives also in the
+denominator)::
+
+    l_i = − log Σ_{k∈P_i} exp(s̃_ik) + log Σ_{c∈C_i} exp(s̃_ic)
+
+``positives="outside"`` (SupCon, Khosla et al. 2020, L_out)::
+
+    l_i = − (1/|P_i|) Σ_{k∈P_i} ( s̃_ik − log Σ_{c∈C_i} exp(s̃_ic) )
+
+L = mean of l_i over the anchor rows (``anchors``, default every row; an anchor row with no positive is an error).
+Both forms are computed with logsumexp over −inf-masked rows (numerically stable in float32).
+
+Defaults: τ = 0.05, inside, min–max scaling on, not detached (the paper leaves row-wise / detached open), ε = 1e-6,
+every row an anchor, every other in-batch row a candidate, no hard negatives.
+
+Relations:
+    - K = 1 (groups of size 2): inside = outside = Eq. 1 (single-positive CL); without min–max scaling and with every
+      row an anchor it is NT-Xent (SimCLR) over the 2G views;
+    - the "cross-side" candidate mask (i's candidates are the other side's rows only) with groups of size 2 and no
+      scaling equals ``info_nce(symmetric=True)`` (sentence-transformers' MultipleNegativesSymmetricRankingLoss);
+    - the paper's hard-negative variant passes XNLI contradictions as ``hard_negatives`` (in every denominator, never
+      positives); the warm-up phase uses the single-positive loss (``info_nce`` / this loss with K = 1).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from models.objectives.info_nce import _check_ids, _check_matrix, _check_temperature, _cosine
+
+__all__ = ["mpcl_loss"]
+
+
+def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float = 0.05,
+              positives: Literal["inside", "outside"] = "inside", minmax: bool = True, minmax_detach: bool = False,
+              anchors: torch.Tensor | None = None, hard_negatives: torch.Tensor | None = None,
+              candidate_mask: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+    """Multi-positive contrastive loss over a batch of translation groups.
+
+    Args:
+        embeddings: N×d sentence embeddings (normalised inside).
+        groups: (N,) integer group ids; the other members of a row's group are its positives. Ids must be unique across
+            devices when embeddings are all-gathered.
+        temperature: τ > 0 (default 0.05).
+        positives: ``"inside"`` (paper Eq. 2, Σ inside the log) or ``"outside"`` (SupCon average of log-probabilities).
+        minmax: rescale each anchor row's candidate similarities into [−1/τ, 1/τ] (paper §3.3).
+        minmax_detach: treat each row's min and max as constants in the backward pass.
+        anchors: optional (N,) bool, the rows that contribute a loss term (default all rows).
+        hard_negatives: optional H×d embeddings, candidates of every anchor, never positives.
+        candidate_mask: optional N×N bool; True at (i, j) allows j in row i's denominator (default all j ≠ i; the
+            diagonal is always excluded). Every positive of an anchor row must be a candidate.
+        eps: ε ≥ 0 added to the min–max range (guards rows whose candidates are all equally similar).
+
+    Returns:
+        The scalar loss (mean over the anchor rows).
+
+    Raises:
+        ValueError: on a wrong shape or dtype, an unknown ``positives``, no anchor row, an anchor row with no positive,
+            or a positive excluded by ``candidate_mask``.
+    """
+    _check_matrix(embeddings, "embeddings", rows_name="N")
+    n, d = embeddings.shape
+    if n < 2:
+        raise ValueError(f"embeddings must have N ≥ 2 rows (N×d), got shape {tuple(embeddings.shape)}")
+    if groups is None:
+        raise ValueError(f"groups must be a 1-D integer tensor of shape (N,) = ({n},), got None")
+    _check_ids(groups, "groups", n, rows_name="N")
+    _check_temperature(temperature)
+    if positives not in ("inside", "outside"):
+        raise ValueError(f"positives must be 'inside' or 'outside', got {positives!r}")
+    if not (eps >= 0):
+        raise ValueError(f"eps must be ≥ 0, got {eps!r}")
+    device = embeddings.device
+    if anchors is not None and (not isinstance(anchors, torch.Tensor) or anchors.shape != (n,)
+                                or anchors.dtype != torch.bool):
+        got = (tuple(anchors.shape), anchors.dtype) if isinstance(anchors, torch.Tensor) else type(anchors).__name__
+        raise ValueError(f"anchors must be a bool tensor of shape (N,) = ({n},), got {got}")
+    if hard_negatives is not None:
+        _check_matrix(hard_negatives, "hard_negatives", dim=d, rows_name="H")
+    if candidate_mask is not None and (not isinstance(candidate_mask, torch.Tensor)
+                                       or candidate_mask.shape != (n, n) or candidate_mask.dtype != torch.bool):
+        got = ((tuple(candidate_mask.shape), candidate_mask.dtype) if isinstance(candidate_mask, torch.Tensor)
+               else type(candidate_mask).__name__)
+        raise ValueError(f"candidate_mask must be a bool tensor of shape N×N = {n}×{n}, got {got}")
+
+    h = 0 if hard_negatives is None else hard_negatives.shape[0]
+    eye = torch.eye(n, dtype=torch.bool, device=device)
+    g = groups.to(device)
+    pos = (g[:, None] == g[None, :]) & ~eye  # N×N
+    cand = ~eye if candidate_mask is None else candidate_mask.to(device) & ~eye
+    rows = torch.arange(n, device=device) if anchors is None else anchors.to(device).nonzero().flatten()
+    if rows.numel() == 0:
+        raise ValueError("anchors selects no row; at least one anchor row is needed")
+    pos, cand = pos[rows], cand[rows]  # A×N
+    # one host sync for both checks
+    no_positive = ~pos.any(dim=1)
+    excluded = pos & ~cand
+    if bool(no_positive.any() | excluded.any()):
+        bad = rows[no_positive].tolist()
+        if bad:
+            raise ValueError(f"anchor row {bad[0]} has no positive: no other row shares groups[{bad[0]}] = "
+                             f"{int(g[bad[0]])} (anchor rows without a positive: {bad[:10]})")
+        a_idx, j_idx = excluded.nonzero()[0].tolist()
+        raise ValueError(f"candidate_mask excludes positive column {j_idx} of anchor row {int(rows[a_idx])}; "
+                         "positives must be candidates")
+    if h:
+        ones = torch.ones(len(rows), h, dtype=torch.bool, device=device)
+        cand = torch.cat([cand, ones], dim=1)
+        pos = torch.cat([pos, torch.zeros_like(ones)], dim=1)  # A×(N+H)
+
+    targets = embeddings if hard_negatives is None else torch.cat([embeddings, hard_negatives], dim=0)
+    s = _cosine(embeddings[rows], targets)  # A×(N+H)
+    if minmax:
+        lo = s.masked_fill(~cand, float("inf")).amin(dim=1, keepdim=True)
+        hi = s.masked_fill(~cand, float("-inf")).amax(dim=1, keepdim=True)
+        if minmax_detach:
+            lo, hi = lo.detach(), hi.detach()
+        scaled = (2 * (s - lo) / (hi - lo + eps) - 1) / temperature
+    else:
+        scaled = s / temperature
+    neg_inf = float("-inf")
+    log_denominator = torch.logsumexp(scaled.masked_fill(~cand, neg_inf), dim=1)
+    if positives == "inside":
+        log_numerator = torch.logsumexp(scaled.masked_fill(~pos, neg_inf), dim=1)
+        losses = log_denominator - log_numerator
+    else:
+        mean_positive = torch.where(pos, scaled, torch.zeros_like(scaled)).sum(dim=1) / pos.sum(dim=1)
+        losses = log_denominator - mean_positive
+    return losses.mean()

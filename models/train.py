@@ -1,0 +1,343 @@
+"""Stage ``train``: the training engine. One run combines weighted objectives, each fed by its own corpus.
+
+    python -m models.train --config run.yaml        # a bare GPU box: torch, transformers, numpy, pyarrow, pyyaml
+    torchrun --nproc-per-node 8 -m models.train --config run.yaml
+
+The pipeline's ``train.<run>`` node calls the same ``train`` function. A step, nanoGPT-style and in one place:
+
+1. for each gradient-accumulation micro-step and each objective: draw its batch (a pure function of seed and step),
+   embed the text columns (this rank's shard; under bf16 autocast on a GPU) and back-propagate weight × loss —
+   directly, or through GradCache when ``grad_cache`` sets a mini-batch size (equal gradients, bounded memory);
+2. sum gradients over ranks (each rank computed the same full-batch loss from gathered embeddings);
+3. clip, AdamW step with linear warm-up and decay;
+4. log loss, per-objective losses, learning rate and throughput (``train_steps``, ``train_objective_losses``);
+   every ``dev.every`` steps score the dev metric (``train_dev``) and keep the best weights; every
+   ``checkpoint_every`` steps write a resumable checkpoint.
+
+At the end the best (or last) weights are exported in sentence-transformers' folder format (``model/``; its root is
+also a plain 🤗 model folder for ``AutoModel.from_pretrained``). A non-finite loss stops the run before the update is
+applied and names the step and the last good checkpoint; running out of memory names GradCache and smaller batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import logging
+import math
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from tqdm.auto import tqdm
+
+from models import distributed, stage_versions
+from models.checkpoints import ResumeError, config_differences, latest_checkpoint, load_checkpoint, save_checkpoint
+from models.components import Component, build_components
+from models.dev_eval import DevEvaluator
+from models.encoder import SentenceEncoder, pick_device
+from models.gradcache import embed_and_backward
+from models.settings import RESUMABLE_CHANGES, TrainSettings
+from models.settings_io import SettingsError, from_mapping, to_mapping
+
+log = logging.getLogger("polysent.models.train")
+STAGE_VERSION = stage_versions.TRAIN
+OOM_ERRORS: tuple[type[BaseException], ...] = tuple({getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError),
+                                                     torch.cuda.OutOfMemoryError})
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A NaN/inf loss; the update of that step was not applied."""
+
+
+class TrainingOutOfMemoryError(MemoryError):
+    """Out of memory during a step, with advice."""
+
+
+def lr_at(step: int, settings: TrainSettings) -> float:
+    """Linear warm-up to ``lr`` over ``warmup_steps``, then linear decay to 0 at ``steps``."""
+    if step < settings.warmup_steps:
+        return settings.lr * (step + 1) / settings.warmup_steps
+    return settings.lr * max(0.0, (settings.steps - step) / max(1, settings.steps - settings.warmup_steps))
+
+
+def _param_groups(modules: list[torch.nn.Module], weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups: no weight decay on biases, LayerNorm weights and embedding tables (the BERT recipe)."""
+    decay, no_decay, seen = [], [], set()
+    for module in modules:
+        for mod_name, mod in module.named_modules():
+            for name, p in mod.named_parameters(recurse=False):
+                if not p.requires_grad or id(p) in seen:
+                    continue
+                seen.add(id(p))
+                skip = (name == "bias" or isinstance(mod, torch.nn.LayerNorm | torch.nn.Embedding)
+                        or "LayerNorm" in mod_name)
+                (no_decay if skip else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+@dataclass
+class History:
+    """Per-step rows of ``train_steps``, ``train_objective_losses`` and ``train_dev`` (kept in checkpoints)."""
+
+    steps: dict[str, list] = field(default_factory=lambda: {k: [] for k in (
+        "step", "loss", "lr", "sentences", "seconds", "sentences_per_second")})
+    objectives: dict[str, list] = field(default_factory=lambda: {k: [] for k in ("step", "objective", "weight",
+                                                                                 "loss")})
+    dev: dict[str, list] = field(default_factory=lambda: {k: [] for k in ("step", "metric", "value", "best")})
+
+    def tables(self, run: str) -> dict[str, pa.Table]:
+        out = {}
+        for name, rows, types in (
+                ("train_steps", self.steps, {"step": pa.int64(), "loss": pa.float64(), "lr": pa.float64(),
+                                             "sentences": pa.int64(), "seconds": pa.float64(),
+                                             "sentences_per_second": pa.float64()}),
+                ("train_objective_losses", self.objectives, {"step": pa.int64(), "objective": pa.string(),
+                                                             "weight": pa.float64(), "loss": pa.float64()}),
+                ("train_dev", self.dev, {"step": pa.int64(), "metric": pa.string(), "value": pa.float64(),
+                                         "best": pa.bool_()})):
+            n = len(next(iter(rows.values())))
+            cols = {"train_run": pa.array([run] * n, pa.string())}
+            cols.update({k: pa.array(v, types[k]) for k, v in rows.items()})
+            out[name] = pa.table(cols)
+        return out
+
+
+@contextlib.contextmanager
+def _out_of_memory_advice(step: int, components: list[Component], settings: TrainSettings) -> Iterator[None]:
+    try:
+        yield
+    except OOM_ERRORS as exc:
+        raise TrainingOutOfMemoryError(_oom_message(step, components, settings, exc)) from None
+    except RuntimeError as exc:
+        if "out of memory" in str(exc) or "can't allocate memory" in str(exc):
+            raise TrainingOutOfMemoryError(_oom_message(step, components, settings, exc)) from None
+        raise
+
+
+def _oom_message(step: int, components: list[Component], settings: TrainSettings, exc: BaseException) -> str:
+    sizes = ", ".join(f"{c.name} batch_size {c.objective.batch_size}" for c in components)
+    cache = (f"lower grad_cache (now {settings.grad_cache})" if settings.grad_cache
+             else "set grad_cache: 32 (GradCache: the same contrastive batch and gradients in bounded memory)")
+    return (f"out of memory at step {step + 1} ({sizes}; max_length {settings.encoder.max_length}): {cache}, or lower "
+            f"batch sizes / max_length, or set encoder.gradient_checkpointing: true. ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:200]})")
+
+
+def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run_name: str = "run",
+          tokenizer_dir: Path | None = None, dev_tables: Mapping[str, Path] | None = None,
+          checkpoint_dir: Path | None = None, resume: bool = True, keep_checkpoints_after: bool = True,
+          tables_dir: str = "", progress: bool = True) -> dict[str, Any]:
+    """Train one run and export its model to ``out/model``; returns the written tables (under ``out/tables_dir``:
+    the pipeline puts them in ``_timings/``, outside the artifact's content hash, because they hold wall times) and
+    summary stats. ``checkpoint_dir`` defaults to ``out/checkpoints``; ``resume`` continues from its newest
+    checkpoint when the settings match."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    distributed.init_process_group_from_env()
+    rank, world = distributed.rank(), max(1, distributed.world_size())
+    device = pick_device(settings.device)
+    if device.type == "cuda" and world > 1:
+        device = torch.device("cuda", torch.cuda.current_device())
+    bf16 = settings.precision == "bf16" or (settings.precision == "auto" and device.type == "cuda")
+    torch.manual_seed(settings.seed)
+    model = SentenceEncoder.from_settings(settings.encoder, tokenizer_dir).to(device)
+    model.train()
+    components = build_components(settings, tables, model, device)
+    trainable: list[torch.nn.Module] = [model, *(c.modules for c in components)]
+    params = [p for m in trainable for p in m.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(_param_groups(trainable, settings.weight_decay), lr=settings.lr)
+    dev = DevEvaluator(settings.dev, dev_tables or {}) if settings.dev else None
+    ckpt_root = Path(checkpoint_dir) if checkpoint_dir else out / "checkpoints"
+    config = to_mapping(settings)
+    history, best, start = History(), None, 0  # best = (value, step, weights)
+
+    latest = latest_checkpoint(ckpt_root) if resume else None
+    if latest is not None:
+        state, saved = load_checkpoint(latest, device)
+        diffs = config_differences(saved, config, RESUMABLE_CHANGES)
+        if diffs:
+            raise ResumeError(f"{latest}: written by a different configuration, refusing to resume ("
+                              + "; ".join(diffs[:8]) + (f"; … {len(diffs) - 8} more" if len(diffs) > 8 else "")
+                              + f"). Restore those settings, or delete {ckpt_root} to start afresh.")
+        model.load_state_dict(state["model"])
+        for c in components:
+            c.modules.load_state_dict(state["modules"][c.name])
+        opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng_cpu"])
+        if device.type == "cuda" and state.get("rng_cuda") is not None:
+            torch.cuda.set_rng_state(state["rng_cuda"])
+        history, best, start = state["history"], state["best"], state["step"]
+        log.info("%s: resumed from %s at step %d", run_name, latest, start)
+
+    def embed(texts: list[str]) -> torch.Tensor:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            return model(texts)
+
+    def snapshot(step: int) -> dict[str, Any]:
+        return {"step": step, "model": model.state_dict(), "modules": {c.name: c.modules.state_dict()
+                                                                        for c in components},
+                "optimizer": opt.state_dict(), "rng_cpu": torch.get_rng_state(),
+                "rng_cuda": torch.cuda.get_rng_state() if device.type == "cuda" else None,
+                "history": history, "best": best}
+
+    log.info("training %s on %s%s: %d objective(s) %s, %d parameters, steps %d→%d, precision %s%s", run_name, device,
+             f" × {world} ranks" if world > 1 else "", len(components), [c.name for c in components],
+             sum(p.numel() for p in params), start, settings.steps, "bf16" if bf16 else "fp32",
+             f", GradCache mini-batch {settings.grad_cache}" if settings.grad_cache else "")
+    accum, t_start = settings.grad_accumulation, time.perf_counter()
+    bar = tqdm(range(start, settings.steps), desc=f"train {run_name}", disable=not progress or rank != 0,
+               mininterval=1.0, initial=start, total=settings.steps)
+    for step in bar:
+        lr = lr_at(step, settings)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        t0 = time.perf_counter()
+        losses = dict.fromkeys((c.name for c in components), 0.0)
+        sentences = 0
+        with _out_of_memory_advice(step, components, settings):
+            for micro in range(accum):
+                for c in components:
+                    batch = c.batch(step * accum + micro)
+                    value = embed_and_backward(embed, batch.columns, batch.loss_fn, mini_batch=settings.grad_cache,
+                                               scale=c.weight / accum).item()
+                    if not math.isfinite(value):
+                        last = latest_checkpoint(ckpt_root)
+                        where = (f"the last good checkpoint is {last} (step {int(last.name.split('-')[-1])})" if last
+                                 else "no checkpoint was written yet (set checkpoint_every to keep one)")
+                        raise NonFiniteLossError(f"{run_name}: the {c.name} loss became {value} at step {step + 1}; "
+                                                 f"training stopped before applying that update; {where}")
+                    losses[c.name] += value / accum
+                    sentences += batch.sentences
+            if world > 1:
+                distributed.all_reduce_gradients(params)
+            if settings.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        seconds = time.perf_counter() - t0
+        total = sum(c.weight * losses[c.name] for c in components)
+        for k, v in (("step", step + 1), ("loss", total), ("lr", lr), ("sentences", sentences),
+                     ("seconds", seconds), ("sentences_per_second", sentences / seconds if seconds else 0.0)):
+            history.steps[k].append(v)
+        for c in components:
+            for k, v in (("step", step + 1), ("objective", c.name), ("weight", c.weight), ("loss", losses[c.name])):
+                history.objectives[k].append(v)
+        bar.set_postfix(loss=f"{total:.4f}", lr=f"{lr:.2e}", refresh=False)
+        done = step + 1
+        if dev is not None and (done % dev.settings.every == 0 or done == settings.steps):
+            value = dev(model)
+            is_best = best is None or value > best[0]
+            if is_best:
+                best = (value, done, {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
+            for k, v in (("step", done), ("metric", dev.name), ("value", value), ("best", is_best)):
+                history.dev[k].append(v)
+            log.info("%s: step %d dev %s %.3f%s", run_name, done, dev.name, value, " (best)" if is_best else "")
+        if settings.checkpoint_every and done % settings.checkpoint_every == 0 and done < settings.steps and rank == 0:
+            save_checkpoint(ckpt_root, done, snapshot(done), config, settings.keep_checkpoints)
+    seconds = time.perf_counter() - t_start
+
+    result_tables: dict[str, str] = {}
+    if rank == 0:
+        export = model
+        if best is not None:
+            export = copy.deepcopy(model)
+            export.load_state_dict(best[2])
+            log.info("%s: exporting the best dev checkpoint (step %d, %s %.3f)", run_name, best[1], dev.name if dev
+                     else "", best[0])
+        export.train_head = None
+        export.save(out / "model")
+        (out / tables_dir).mkdir(parents=True, exist_ok=True)
+        for name, table in history.tables(run_name).items():
+            rel = f"{tables_dir}/{name}.parquet" if tables_dir else f"{name}.parquet"
+            pq.write_table(table, out / rel)
+            result_tables[name] = rel
+        if not keep_checkpoints_after:
+            shutil.rmtree(ckpt_root, ignore_errors=True)
+    final = history.steps["loss"][-1] if history.steps["loss"] else float("nan")
+    stats = {"final_loss": final, "steps": settings.steps, "resumed_from": start, "device": str(device),
+             "world_size": world, "objectives": [c.name for c in components],
+             "parameters": sum(p.numel() for p in params), "train_seconds": round(seconds, 2)}
+    if best is not None:
+        stats.update({"best_step": best[1], "best_dev": best[0], "dev_metric": dev.name if dev else None})
+    log.info("%s: %d steps in %.1fs, final loss %.4f", run_name, settings.steps - start, seconds, final)
+    return {"tables": result_tables, "stats": stats}
+
+
+# ---------------------------------------------------------------------------------------------- command line
+@dataclass(frozen=True)
+class TrainJob:
+    """A ``--config`` file: the run's ``settings`` plus where its inputs and outputs are. Relative paths resolve
+    against the config file's folder."""
+
+    settings: TrainSettings
+    tables: dict[str, str]
+    out: str
+    run: str = "run"
+    tokenizer: str | None = None
+    dev_tables: dict[str, str] = field(default_factory=dict)
+    checkpoints: str | None = None
+    resume: bool = True
+
+
+def load_job(path: Path) -> TrainJob:
+    """Read and validate a job file (YAML or JSON)."""
+    import yaml
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SettingsError(f"{path}: no such config file") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"{path}: not valid YAML: {exc}") from None
+    job = from_mapping(TrainJob, raw, where=str(path))
+    base = Path(path).resolve().parent
+
+    def resolve(p: str) -> str:
+        q = Path(p)
+        return str(q if q.is_absolute() else base / q)
+
+    settings = job.settings
+    if settings.encoder.pretrained and (base / settings.encoder.pretrained).exists():
+        import dataclasses
+
+        settings = dataclasses.replace(settings, encoder=dataclasses.replace(
+            settings.encoder, pretrained=resolve(settings.encoder.pretrained)))
+    return TrainJob(settings, {k: resolve(v) for k, v in job.tables.items()}, resolve(job.out), job.run,
+                    resolve(job.tokenizer) if job.tokenizer else None,
+                    {k: resolve(v) for k, v in job.dev_tables.items()},
+                    resolve(job.checkpoints) if job.checkpoints else None, job.resume)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m models.train", description=__doc__.splitlines()[0])
+    p.add_argument("--config", type=Path, required=True, help="job file: settings, tables, out (YAML or JSON)")
+    p.add_argument("--no-resume", action="store_true", help="start afresh even when checkpoints exist")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        job = load_job(a.config)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    res = train(job.settings, {k: Path(v) for k, v in job.tables.items()}, Path(job.out), run_name=job.run,
+                tokenizer_dir=Path(job.tokenizer) if job.tokenizer else None,
+                dev_tables={k: Path(v) for k, v in job.dev_tables.items()},
+                checkpoint_dir=Path(job.checkpoints) if job.checkpoints else None,
+                resume=job.resume and not a.no_resume, progress=not a.quiet)
+    print(json.dumps(res["stats"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

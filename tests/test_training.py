@@ -1,0 +1,323 @@
+"""The training engine on purpose-built corpora from the embedded sample: combined objectives, resume, refusal of a
+changed config, NaN stop, out-of-memory advice, GradCache equivalence inside the trainer, export, bad corpora and the
+bare command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+import yaml
+from conftest import REPO, SAMPLE
+
+from models.corpus_tables import CorpusError, load_groups
+from models.sampling import BatchPlan
+from models.settings import (
+    ContrastiveObjective,
+    DevSettings,
+    EaseObjective,
+    EncoderSettings,
+    MpclObjective,
+    SimcseObjective,
+    SoftLabelObjective,
+    TokenizerSettings,
+    TrainSettings,
+)
+
+LANGS = ("de", "en", "es", "fr", "ru")
+TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32, dropout=0.1)
+
+
+def _xnli_rows() -> dict[str, list[list[str]]]:
+    return {lang: [line.split("\t") for line in (SAMPLE / "xnli" / f"dev-{lang}.tsv").read_text().splitlines()]
+            for lang in LANGS}
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """xnli_groups (hypotheses as 5-way groups; the contradiction of the same premise as negative group), a
+    hive-partitioned bitext_pairs, nli_triples, EASE's hard_negatives + entity_vectors, eval tables and a tokenizer."""
+    from models.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("corpora")
+    rows = _xnli_rows()
+    n = len(rows["en"])
+    contra = {}
+    for i, (premise, _h, label) in enumerate(rows["en"]):
+        if label == "contradiction":
+            contra[premise] = i
+    groups = {"group_id": [], "lang": [], "text": [], "negative_group_id": []}
+    for i in range(n):
+        neg = contra.get(rows["en"][i][0])
+        for lang in LANGS:
+            groups["group_id"].append(f"g{i:04d}")
+            groups["lang"].append(lang)
+            groups["text"].append(rows[lang][i][1])
+            groups["negative_group_id"].append(f"g{neg:04d}" if neg is not None and neg != i else None)
+    pq.write_table(pa.table(groups), root / "xnli_groups.parquet")
+    bitext = root / "bitext_pairs"
+    for lang in ("de", "fr"):
+        src = (SAMPLE / "bitext" / f"en-{lang}.en").read_text().splitlines()
+        tgt = (SAMPLE / "bitext" / f"en-{lang}.{lang}").read_text().splitlines()
+        keep = [i for i in range(len(src)) if src[i].strip() and tgt[i].strip()]
+        (bitext / f"lang={lang}").mkdir(parents=True)
+        pq.write_table(pa.table({"pair_id": [f"{lang}{i:05d}" for i in keep], "pivot_lang": ["en"] * len(keep),
+                                 "pivot_text": [src[i] for i in keep], "text": [tgt[i] for i in keep]}),
+                       bitext / f"lang={lang}" / "part-0.parquet")
+    triples = {"triple_id": [], "meaning_id": [], "sent0": [], "sent1": [], "hard_neg": [], "strategy": []}
+    for i, (premise, hyp, label) in enumerate(rows["en"]):
+        if label == "entailment" and premise in contra:
+            for strategy, lang in (("english", "en"), ("cross_lingual", "de")):
+                triples["triple_id"].append(f"{strategy}{i:04d}")
+                triples["meaning_id"].append(f"m{i}")
+                triples["sent0"].append(rows[lang][i][0])
+                triples["sent1"].append(hyp)
+                triples["hard_neg"].append(rows["en"][contra[premise]][1])
+                triples["strategy"].append(strategy)
+    pq.write_table(pa.table(triples), root / "nli_triples.parquet")
+    premises = list(dict.fromkeys(r[0] for r in rows["en"]))
+    ents = [f"Q{k}" for k in range(1, 13)]
+    hn = {"page_id": [], "sent_id": [], "link_no": [], "text": [], "entity": [], "negative": [], "lang": []}
+    for k, p in enumerate(premises):
+        hn["page_id"].append(k // 4)
+        hn["sent_id"].append(k % 4)
+        hn["link_no"].append(0)
+        hn["text"].append(p)
+        hn["entity"].append(ents[k % 12])
+        hn["negative"].append(ents[(k + 5) % 12] if k % 7 else None)
+        hn["lang"].append("en")
+    pq.write_table(pa.table(hn), root / "hard_negatives.parquet")
+    rng = np.random.default_rng(0)
+    pq.write_table(pa.table({"entity": ents[:10], "vector": [rng.normal(size=16).tolist() for _ in range(10)]}),
+                   root / "entity_vectors.parquet")
+    pq.write_table(pa.table({"lang": ["deu"] * n + ["fra"] * n, "idx": list(range(n)) * 2,
+                             "text": [r[1] for r in rows["de"]] + [r[1] for r in rows["fr"]],
+                             "eng": [r[1] for r in rows["en"]] * 2}), root / "eval_tatoeba.parquet")
+    texts = [r[c] for lang in LANGS for r in rows[lang] for c in (0, 1)]
+    pq.write_table(pa.table({"text": texts}), root / "tok_texts.parquet")
+    train_tokenizer(TokenizerSettings(vocab_size=600), {"t": root / "tok_texts.parquet"}, root)
+    return {"xnli_groups": root / "xnli_groups.parquet", "bitext_pairs": bitext,
+            "nli_triples": root / "nli_triples.parquet", "hard_negatives": root / "hard_negatives.parquet",
+            "entity_vectors": root / "entity_vectors.parquet", "eval_tatoeba": root / "eval_tatoeba.parquet",
+            "tokenizer": root / "tokenizer"}
+
+
+def _settings(**kw) -> TrainSettings:
+    base = {"objectives": (MpclObjective(batch_size=4), ContrastiveObjective(data="bitext_pairs", batch_size=8)),
+            "encoder": TINY, "steps": 6, "lr": 1e-3, "warmup_steps": 2, "seed": 3, "device": "cpu"}
+    return TrainSettings(**{**base, **kw})
+
+
+def _train(settings: TrainSettings, corpora: dict[str, Path], out: Path, **kw) -> dict:
+    from models.train import train
+
+    tables = {k: v for k, v in corpora.items() if k not in ("tokenizer", "eval_tatoeba")}
+    return train(settings, tables, out, tokenizer_dir=corpora["tokenizer"], progress=False,
+                 dev_tables={"eval_tatoeba": corpora["eval_tatoeba"]}, **kw)
+
+
+def _losses(out: Path) -> list[float]:
+    return pq.read_table(out / "train_steps.parquet").column("loss").to_pylist()
+
+
+# ---------------------------------------------------------------------------------------------- batches
+def test_batch_plans_are_seeded_bucketed_and_language_pair_homogeneous() -> None:
+    lengths = np.array([5, 50, 6, 49, 7, 48, 8, 47])
+    a, b = BatchPlan(8, 2, 1, lengths=lengths), BatchPlan(8, 2, 1, lengths=lengths)
+    first = [a.batch(t).tolist() for t in range(8)]
+    assert first == [b.batch(t).tolist() for t in range(8)]  # a pure function of (seed, step)
+    assert first != [BatchPlan(8, 2, 2, lengths=lengths).batch(t).tolist() for t in range(8)]
+    assert sorted(i for batch in first[:4] for i in batch) == list(range(8))  # an epoch covers every item once
+    assert all(abs(lengths[x] - lengths[y]) < 10 for x, y in first)  # length-bucketed: short with short
+    blocks = np.array([0, 0, 0, 1, 1, 1, 1, 1])
+    plan = BatchPlan(8, 2, 0, blocks=blocks)
+    seen = [plan.batch(t) for t in range(plan.per_epoch)]
+    assert all(len(set(blocks[x])) == 1 for x in seen)  # one language pair per batch
+    assert plan.per_epoch == 2 + 3  # 3 → padded to 4 with a duplicate, 5 → 6
+    with pytest.raises(ValueError, match="fewer than batch_size 9"):
+        BatchPlan(8, 9, 0)
+
+
+def test_corpus_readers_name_the_table_and_what_is_missing(tmp_path: Path, corpora: dict[str, Path]) -> None:
+    pq.write_table(pa.table({"group_id": ["g1"], "text": ["x"]}), tmp_path / "no_lang.parquet")
+    with pytest.raises(CorpusError, match=r"xnli_groups: .*no_lang\.parquet lacks column\(s\) \['lang'\]"):
+        load_groups(tmp_path / "no_lang.parquet")
+    pq.write_table(pa.table({"group_id": pa.array([], pa.string()), "lang": pa.array([], pa.string()),
+                             "text": pa.array([], pa.string())}), tmp_path / "empty.parquet")
+    with pytest.raises(CorpusError, match=r"empty\.parquet has no rows; an empty corpus cannot be trained on"):
+        load_groups(tmp_path / "empty.parquet")
+    with pytest.raises(CorpusError, match="does not exist"):
+        load_groups(tmp_path / "absent")
+    g = load_groups(corpora["xnli_groups"], ("de", "en"))
+    assert all([lang for lang, _ in m] == ["de", "en"] for m in g.members)
+    assert (g.negative >= 0).sum() > 0
+
+
+# ---------------------------------------------------------------------------------------------- the trainer
+def test_combined_objectives_train_log_and_export(tmp_path: Path, corpora: dict[str, Path]) -> None:
+    """MPCL + contrastive + EASE + soft labels (self teacher) + mSimCSE NLI in one run; every objective logs a loss
+    each step; the best dev checkpoint is exported and reloads in sentence-transformers and 🤗 AutoModel."""
+    st = pytest.importorskip("sentence_transformers")
+    from transformers import AutoModel
+
+    from models.encoder import SentenceEncoder
+
+    settings = _settings(objectives=(
+        MpclObjective(batch_size=4, single_positive_steps=2, hard_negatives=True),
+        ContrastiveObjective(data="bitext_pairs", batch_size=8, weight=0.5),
+        EaseObjective(batch_size=4),
+        SoftLabelObjective(data="bitext_pairs", batch_size=6, teacher="self", tms=True),
+        SimcseObjective(strategy="cross_lingual_nli", batch_size=4)),
+        encoder=dataclasses.replace(TINY, pooling="cls", mlp_head=True), steps=4,
+        dev=DevSettings(metric="tatoeba", every=2, max_pairs=50))
+    res = _train(settings, corpora, tmp_path / "run")
+    steps = pq.read_table(tmp_path / "run" / "train_steps.parquet").to_pydict()
+    assert steps["step"] == [1, 2, 3, 4] and all(x > 0 for x in steps["sentences_per_second"])
+    per = pq.read_table(tmp_path / "run" / "train_objective_losses.parquet").to_pydict()
+    assert sorted(set(per["objective"])) == ["contrastive", "ease", "mpcl", "simcse", "soft_label"]
+    assert all(np.isfinite(per["loss"])) and len(per["loss"]) == 5 * 4
+    # the step loss is the weighted sum of the objectives' losses
+    by_step = {}
+    for s, w, v in zip(per["step"], per["weight"], per["loss"], strict=True):
+        by_step[s] = by_step.get(s, 0.0) + w * v
+    assert [by_step[s] for s in steps["step"]] == pytest.approx(steps["loss"], rel=1e-9)
+    dev = pq.read_table(tmp_path / "run" / "train_dev.parquet").to_pydict()
+    assert dev["step"] == [2, 4] and dev["metric"] == ["tatoeba_accuracy"] * 2
+    assert res["stats"]["best_step"] in (2, 4)
+    model_dir = tmp_path / "run" / "model"
+    ours = SentenceEncoder.load(model_dir)
+    assert ours.pooling == "cls" and ours.train_head is None  # the SimCSE MLP is training-only
+    sents = ["Meine Großmutter kommt morgen.", "This is a test sentence."]
+    mine = ours.encode(sents, normalize=False)
+    theirs = st.SentenceTransformer(str(model_dir), device="cpu").encode(sents)
+    np.testing.assert_allclose(mine, theirs, atol=1e-5)
+    hf = AutoModel.from_pretrained(str(model_dir))
+    batch = ours.tokenizer(sents, padding=True, return_tensors="pt", return_token_type_ids=False)
+    with torch.no_grad():
+        cls = hf(**batch).last_hidden_state[:, 0].numpy()
+    np.testing.assert_allclose(mine, cls, atol=1e-5)
+
+
+def test_resume_reproduces_the_loss_sequence(tmp_path: Path, corpora: dict[str, Path],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _settings(checkpoint_every=2, keep_checkpoints=5)
+    _train(settings, corpora, tmp_path / "straight")
+    straight = _losses(tmp_path / "straight")
+
+    import models.train as train_mod
+
+    real = train_mod.lr_at
+
+    def crash_at_five(step: int, s: TrainSettings) -> float:
+        if step == 4:
+            raise KeyboardInterrupt("simulated crash")
+        return real(step, s)
+
+    monkeypatch.setattr(train_mod, "lr_at", crash_at_five)
+    with pytest.raises(KeyboardInterrupt):
+        _train(settings, corpora, tmp_path / "resumed")
+    monkeypatch.setattr(train_mod, "lr_at", real)
+    ckpts = sorted(p.name for p in (tmp_path / "resumed" / "checkpoints").iterdir())
+    assert ckpts == ["step-00000002", "step-00000004"]
+    res = _train(settings, corpora, tmp_path / "resumed")
+    assert res["stats"]["resumed_from"] == 4
+    assert _losses(tmp_path / "resumed") == straight  # bit-identical on one machine
+    exported = [p.read_bytes() for p in sorted((tmp_path / "resumed" / "model").glob("*.safetensors"))]
+    assert exported == [p.read_bytes() for p in sorted((tmp_path / "straight" / "model").glob("*.safetensors"))]
+
+
+def test_resume_with_a_different_config_is_refused_naming_the_difference(tmp_path: Path,
+                                                                         corpora: dict[str, Path]) -> None:
+    from models.checkpoints import ResumeError
+
+    settings = _settings(steps=2, checkpoint_every=1, keep_checkpoints=3)
+    _train(settings, corpora, tmp_path / "run")
+    changed = dataclasses.replace(settings, steps=4, objectives=(
+        MpclObjective(batch_size=4, temperature=0.1), ContrastiveObjective(data="bitext_pairs", batch_size=8)))
+    with pytest.raises(ResumeError, match=r"objectives\.0\.temperature: 0\.05 → 0\.1.*steps: 2 → 4"):
+        _train(changed, corpora, tmp_path / "run")
+    # a change that does not alter the computation is accepted
+    _train(dataclasses.replace(settings, checkpoint_every=5), corpora, tmp_path / "run")
+
+
+def test_non_finite_loss_stops_at_the_step_and_names_the_last_good_checkpoint(
+        tmp_path: Path, corpora: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    import models.components as comp
+    from models.train import NonFiniteLossError
+
+    real = comp.mpcl_loss
+    calls = {"n": 0}
+
+    def poisoned(*a, **kw):
+        calls["n"] += 1
+        out = real(*a, **kw)
+        return out * float("nan") if calls["n"] == 5 else out
+
+    monkeypatch.setattr(comp, "mpcl_loss", poisoned)
+    with pytest.raises(NonFiniteLossError, match=r"the mpcl loss became nan at step 5; training stopped before "
+                                                 r"applying that update; the last good checkpoint is .*step-00000004 "
+                                                 r"\(step 4\)"):
+        _train(_settings(checkpoint_every=2), corpora, tmp_path / "run")
+    assert not (tmp_path / "run" / "model").exists()
+
+
+def test_out_of_memory_names_gradcache(tmp_path: Path, corpora: dict[str, Path],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import models.train as train_mod
+
+    def oom(*a, **kw):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(train_mod, "embed_and_backward", oom)
+    with pytest.raises(train_mod.TrainingOutOfMemoryError, match=r"out of memory at step 1 \(mpcl batch_size 4, "
+                                                                 r"contrastive batch_size 8.*set grad_cache: 32"):
+        _train(_settings(), corpora, tmp_path / "run")
+
+
+def test_grad_cache_trains_like_the_plain_loss(tmp_path: Path, corpora: dict[str, Path]) -> None:
+    """Dropout off: GradCache mini-batches of 3 give the same loss sequence as whole-batch back-propagation."""
+    settings = _settings(encoder=dataclasses.replace(TINY, dropout=0.0), steps=4)
+    _train(settings, corpora, tmp_path / "plain")
+    _train(dataclasses.replace(settings, grad_cache=3), corpora, tmp_path / "cached")
+    # float32: whole-batch and mini-batch padding round differently (~1e-7), and four AdamW steps carry that along
+    np.testing.assert_allclose(_losses(tmp_path / "cached"), _losses(tmp_path / "plain"), rtol=1e-4)
+
+
+def test_mse_distillation_refuses_a_teacher_of_another_dimension(tmp_path: Path, corpora: dict[str, Path]) -> None:
+    from models.encoder import SentenceEncoder
+
+    teacher = SentenceEncoder.from_settings(dataclasses.replace(TINY, hidden_size=48), corpora["tokenizer"])
+    teacher.save(tmp_path / "teacher")
+    settings = _settings(objectives=(SoftLabelObjective(teacher=str(tmp_path / "teacher"), loss="mse"),))
+    with pytest.raises(ValueError, match=r"teacher .* has dimension 48 and the student 32"):
+        _train(settings, corpora, tmp_path / "run")
+    # the soft-label loss compares similarities: any teacher dimension works
+    ok = _settings(objectives=(SoftLabelObjective(teacher=str(tmp_path / "teacher"), labels="average",
+                                                  batch_size=6),), steps=2)
+    assert np.isfinite(_train(ok, corpora, tmp_path / "ok")["stats"]["final_loss"])
+
+
+def test_command_line_job_file(tmp_path: Path, corpora: dict[str, Path]) -> None:
+    job = {"run": "cli", "out": "out", "tokenizer": str(corpora["tokenizer"]),
+           "tables": {"xnli_groups": str(corpora["xnli_groups"])},
+           "settings": {"objectives": [{"kind": "mpcl", "batch_size": 4}], "steps": 2, "device": "cpu",
+                        "encoder": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(job))
+    proc = subprocess.run([sys.executable, "-m", "models.train", "--config", str(tmp_path / "job.yaml"), "--quiet"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["objectives"] == ["mpcl"]
+    assert (tmp_path / "out" / "model" / "modules.json").exists()
+    job["settings"]["objectives"][0]["colour"] = "red"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(job))
+    proc = subprocess.run([sys.executable, "-m", "models.train", "--config", str(tmp_path / "bad.yaml")],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "settings.objectives.0.colour: unknown key" in proc.stderr
