@@ -102,8 +102,9 @@ class SentenceEncoder(nn.Module):
             enc = cls._from_config(settings, tokenizer_dir)
         if settings.mlp_head:
             enc.train_head = MLPHead(int(enc.backbone.config.hidden_size))
-        if settings.gradient_checkpointing:
-            enc.backbone.gradient_checkpointing_enable()
+        if settings.gradient_checkpointing:  # transformers 5 renamed it; 4.x only has the old name
+            enable = getattr(enc.backbone, "activation_checkpointing_enable", None)
+            (enable or enc.backbone.gradient_checkpointing_enable)()
         return enc
 
     @classmethod

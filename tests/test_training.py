@@ -321,3 +321,58 @@ def test_command_line_job_file(tmp_path: Path, corpora: dict[str, Path]) -> None
     proc = subprocess.run([sys.executable, "-m", "models.train", "--config", str(tmp_path / "bad.yaml")],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "settings.objectives.0.colour: unknown key" in proc.stderr
+
+
+def _train_rank(rank: int, world: int, port: int, corpora: dict[str, Path], settings: TrainSettings, out: str) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    try:
+        _train(settings, corpora, Path(out) / f"rank{rank}")
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_two_gloo_processes_train_like_one_process_with_the_whole_batch(tmp_path: Path,
+                                                                        corpora: dict[str, Path]) -> None:
+    """torchrun-style: each rank embeds half of every objective's batch, the losses gather the embeddings, gradients
+    are summed — the loss sequence equals a single process's (dropout off: ranks draw different dropout masks)."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    settings = _settings(objectives=(MpclObjective(batch_size=4, languages=LANGS),
+                                     ContrastiveObjective(data="bitext_pairs", batch_size=8),
+                                     EaseObjective(batch_size=4)),
+                         encoder=dataclasses.replace(TINY, dropout=0.0), steps=3)
+    _train(settings, corpora, tmp_path / "single")
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_train_rank, args=(2, port, corpora, settings, str(tmp_path)), nprocs=2, join=True)
+    assert not (tmp_path / "rank1" / "model").exists()  # only rank 0 writes
+    np.testing.assert_allclose(_losses(tmp_path / "rank0"), _losses(tmp_path / "single"), rtol=1e-4)
+    per = pq.read_table(tmp_path / "rank0" / "train_objective_losses.parquet").to_pydict()
+    ref = pq.read_table(tmp_path / "single" / "train_objective_losses.parquet").to_pydict()
+    assert per["objective"] == ref["objective"]
+    np.testing.assert_allclose(per["loss"][:3], ref["loss"][:3], rtol=1e-5)  # step 1: same weights, same batch
+
+
+def test_gradient_checkpointing_and_accumulation(tmp_path: Path, corpora: dict[str, Path]) -> None:
+    """Gradient checkpointing recomputes activations without changing the numbers; accumulation over 2 micro-steps
+    runs 2 batches per objective per step."""
+    settings = _settings(encoder=dataclasses.replace(TINY, dropout=0.0), steps=2)
+    _train(settings, corpora, tmp_path / "plain")
+    _train(dataclasses.replace(settings, encoder=dataclasses.replace(settings.encoder, gradient_checkpointing=True)),
+           corpora, tmp_path / "ckpt")
+    np.testing.assert_allclose(_losses(tmp_path / "ckpt"), _losses(tmp_path / "plain"), rtol=1e-6)
+    _train(dataclasses.replace(settings, grad_accumulation=2), corpora, tmp_path / "accum")
+    steps = pq.read_table(tmp_path / "accum" / "train_steps.parquet").to_pydict()
+    plain = pq.read_table(tmp_path / "plain" / "train_steps.parquet").to_pydict()
+    assert steps["sentences"] == [2 * n for n in plain["sentences"]]
+    assert steps["loss"][0] != plain["loss"][0]  # the mean over two different batches
