@@ -1,10 +1,11 @@
 """The pipeline DAG as plain data: one ``Node`` per stage instance, built from a ``PipelineConfig``.
 
 ```
-wiki_shard.* ─► wiki_extract.* ─► entities ─► hard_negatives ┐   (flows/dag_wiki.py; wikidata feeds entities)
-xnli_groups ──┬────────────────────┼──► tokenizer ──► train[run] ──► evaluate[run] ──► report
-bitext_pairs ─┘                    │                     ▲                ▲
-eval_sets ─────────────────────────┴─────────────────────┼────────────────┘
+wiki_shard.* ─► wiki_extract.* ─► entities ─► hard_negatives, entity_vectors ┐   (flows/dag_wiki.py)
+xnli_groups ──┬────────────────────┬──► tokenizer ──► train[run] ◄───────────┘ ──► evaluate[run] ──► report
+bitext_pairs ─┤  (each objective of a run reads its own corpus) ──►┘  ▲ (dev)         ▲
+nli_triples ──┘                                                       │               │
+eval_sets ────────────────────────────────────────────────────────────┴───────────────┘
 ```
 Each node knows its stage name and code version, its canonical config section (what enters the cache key besides
 input hashes), its external input files, its upstream nodes, and a ``run`` callable. Stage code is imported lazily

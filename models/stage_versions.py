@@ -4,5 +4,5 @@ Bump a stage's version whenever a change alters what it writes; its artifacts an
 """
 
 TOKENIZER = "1"
-TRAIN = "1"
+TRAIN = "2"  # 1: InfoNCE on groups; 2: the training engine (objectives, components, GradCache, export)
 EVALUATE = "2"  # 1: evaluate_tatoeba only; 2: the evaluation suite
