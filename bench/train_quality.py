@@ -227,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-pairs", type=int, default=1000, help="Tatoeba pairs per language scored")
     ap.add_argument("--ntrex-pairs", type=int, default=None, help="cap on NTREX pairs (all when not given)")
     ap.add_argument("--no-soft-label", action="store_true", help="skip the soft-label run")
+    ap.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS),
+                    help="which of +Single and MPCL to train (e.g. MPCL alone with --no-minmax)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke test: 3 steps, the first seed, 100 Tatoeba pairs, 200 NTREX pairs")
     a = ap.parse_args(argv)
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         return r
 
     rows = [row("untrained", None, base)]
+    methods = [m for m in METHODS if m in a.methods]
     runs: dict[str, dict[int, dict[str, Any]]] = {m: {} for m in METHODS}
     objectives = {
         "+Single": ContrastiveObjective(data="xnli_single_pairs", batch_size=3 * a.groups, temperature=TEMPERATURE,
@@ -312,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                               positives="inside", minmax=a.minmax),
     }
     for seed in a.seeds:
-        for method in METHODS:
+        for method in methods:
             slug = "single" if method == "+Single" else "mpcl"
             res = train_and_score(f"{slug}-seed{seed}", objectives[method], minilm=minilm, tables=tables,
                                   out=a.work / "runs" / f"{slug}-seed{seed}", steps=a.steps, lr=a.lr, seed=seed,
@@ -341,14 +344,17 @@ def main(argv: list[str] | None = None) -> int:
           f"pairs each; {a.steps} steps, lr {a.lr:g}, G {a.groups}):")
     print(f"  untrained {base['mean']:.2f}")
     for seed in a.seeds:
-        s, m = runs["+Single"][seed]["mean"], runs["MPCL"][seed]["mean"]
-        print(f"  seed {seed}: +Single {s:.2f}  MPCL {m:.2f}  (MPCL − +Single {m - s:+.2f}; train "
-              f"{runs['+Single'][seed]['train_seconds']:.1f} s / {runs['MPCL'][seed]['train_seconds']:.1f} s)")
-    singles = [runs["+Single"][s]["mean"] for s in a.seeds]
-    mpcls = [runs["MPCL"][s]["mean"] for s in a.seeds]
-    print(f"  +Single {_mean_std(singles)}; MPCL {_mean_std(mpcls)}; MPCL − +Single "
-          f"{_mean_std([m - s for m, s in zip(mpcls, singles, strict=True)])}; MPCL − untrained "
-          f"{_mean_std([m - base['mean'] for m in mpcls])}")
+        cells = [f"{m} {runs[m][seed]['mean']:.2f} (train {runs[m][seed]['train_seconds']:.1f} s)" for m in methods]
+        if len(methods) == 2:
+            cells.append(f"MPCL − +Single {runs['MPCL'][seed]['mean'] - runs['+Single'][seed]['mean']:+.2f}")
+        print(f"  seed {seed}: " + "  ".join(cells))
+    means = {m: [runs[m][s]["mean"] for s in a.seeds] for m in methods}
+    parts = [f"{m} {_mean_std(v)}" for m, v in means.items()]
+    if len(methods) == 2:
+        parts.append("MPCL − +Single " + _mean_std([x - y for x, y in zip(means["MPCL"], means["+Single"],
+                                                                           strict=True)]))
+    parts += [f"{m} − untrained {_mean_std([x - base['mean'] for x in v])}" for m, v in means.items()]
+    print("  " + "; ".join(parts))
     if soft is not None:
         print(f"  soft-label (seed {a.seeds[0]}) {soft['mean']:.2f} ({soft['mean'] - base['mean']:+.2f} vs "
               f"untrained), train {soft['train_seconds']:.1f} s, NTREX pairs {bs['kept']:,}")
