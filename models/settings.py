@@ -73,7 +73,9 @@ class MpclObjective:
     the group has when empty); positives summed inside the log (``inside``, paper Eq. 2) or SupCon's ``outside``;
     min–max scaling of each anchor row into [−1/τ, 1/τ]; the first ``single_positive_steps`` steps draw two members
     per group (single-positive Eq. 1 warm-up). ``anchors``: every sentence, or one random member per group.
-    ``hard_negatives``: the contradiction hypothesis's group member in a random language (XNLI)."""
+    ``hard_negatives``: the contradiction hypothesis's group member in a random language (XNLI). ``minmax`` defaults
+    to the paper; measured from all-MiniLM-L6-v2 (``bench/train_quality.py``, 200 steps), it cost 4.8 Tatoeba points
+    against the unscaled loss, mostly in the xx→en direction."""
 
     __pydantic_config__ = _STRICT
     kind: Literal["mpcl"] = "mpcl"
