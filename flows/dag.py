@@ -69,6 +69,11 @@ def _jsonable(obj: Any, path: Callable[[Path], str] = str) -> Any:
     return obj
 
 
+def _folder_files(prefix: str, folder: Path) -> dict[str, Path]:
+    """Every file of a local model folder as a node input (``prefix/relative/path`` → path): content in the key."""
+    return {f"{prefix}/{p.relative_to(folder).as_posix()}": p for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 def _model_folders(ts: Any) -> dict[str, Path]:
     """Local model folders a training run reads (a pretrained start point, a teacher): their files enter its key."""
     found = {"encoder": ts.encoder.pretrained} | {f"teacher{i}": o.teacher for i, o in enumerate(ts.objectives)
@@ -212,8 +217,8 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
             deps["tokenizer"] = "tokenizer"
         if ts.dev is not None:
             deps["eval_sets"] = "eval_sets"
-        files = {f"model/{role}/{p.relative_to(folder).as_posix()}": p
-                 for role, folder in _model_folders(ts).items() for p in sorted(folder.rglob("*")) if p.is_file()}
+        files = {k: v for role, folder in _model_folders(ts).items()
+                 for k, v in _folder_files(f"model/{role}", folder).items()}
 
         def run_train(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], ts=ts,
                       run_name=run_name) -> StageResult:
@@ -264,8 +269,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
             if name in cfg.training:
                 raise ValueError(f"evaluation.models.{name}: the name is already a training run")
             folder = Path(model)
-            files = ({f"model/{p.relative_to(folder).as_posix()}": p for p in sorted(folder.rglob("*")) if p.is_file()}
-                     if folder.is_dir() else {})
+            files = _folder_files("model", folder) if folder.is_dir() else {}
             add_evaluation(name, {}, files, model)
 
     report_deps = {**{f"corpus:{t}": n for t, n in corpus_tables.items()}, **{f"eval:{e}": e for e in evaluations}}

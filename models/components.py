@@ -89,6 +89,24 @@ def _lengths(*columns: Sequence[str]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- pairs
+def _pair_corpus(name: str, o: ContrastiveObjective | SoftLabelObjective, tables: Mapping[str, Path],
+                 settings: TrainSettings, stream: int) -> tuple[ct.Groups | None, ct.Pairs, BatchPlan]:
+    """A pair objective's corpus (the groups too when it reads ``xnli_groups``) and its batch plan."""
+    groups = None
+    if o.data == "xnli_groups":
+        groups = ct.load_groups(tables["xnli_groups"])
+        pairs = ct.pairs_from_groups(groups)
+    elif o.data == "xnli_single_pairs":
+        pairs = ct.load_single_pairs(tables["xnli_groups"], tables["xnli_single_pairs"])
+    else:
+        pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
+    plan = BatchPlan(len(pairs), o.batch_size, settings.seed + stream,
+                     blocks=pairs.language_pairs() if o.language_pair_batches else None,
+                     lengths=_lengths(pairs.a, pairs.b) if settings.length_bucketing else None,
+                     what=f"objective {name} ({o.data})")
+    return groups, pairs, plan
+
+
 class PairComponent(Component):
     """Contrastive InfoNCE (+ optional XNLI hard negatives) on pairs, or on two members of each XNLI group."""
 
@@ -97,20 +115,9 @@ class PairComponent(Component):
     def __init__(self, name: str, o: ContrastiveObjective, tables: Mapping[str, Path], settings: TrainSettings,
                  stream: int, device: torch.device) -> None:
         super().__init__(name, o, settings.seed, stream, device)
-        self.groups: ct.Groups | None = None
-        if o.data == "xnli_groups":
-            self.groups = ct.load_groups(tables["xnli_groups"])
-            self.pairs = ct.pairs_from_groups(self.groups)
-        elif o.data == "xnli_single_pairs":
-            self.pairs = ct.load_single_pairs(tables["xnli_groups"], tables["xnli_single_pairs"])
-        else:
-            self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
-        if o.hard_negatives and self.groups is None:
+        if o.hard_negatives and o.data != "xnli_groups":
             raise ValueError(f"objective {name}: hard_negatives needs data: xnli_groups (its contradiction groups)")
-        self.plan = BatchPlan(len(self.pairs), o.batch_size, settings.seed + stream,
-                              blocks=self.pairs.language_pairs() if o.language_pair_batches else None,
-                              lengths=_lengths(self.pairs.a, self.pairs.b) if settings.length_bucketing else None,
-                              what=f"objective {name} ({o.data})")
+        self.groups, self.pairs, self.plan = _pair_corpus(name, o, tables, settings, stream)
 
     def batch(self, step: int) -> StepBatch:
         o, idx = self.objective, self.plan.batch(step)
@@ -199,16 +206,7 @@ class SoftLabelComponent(Component):
     def __init__(self, name: str, o: SoftLabelObjective, tables: Mapping[str, Path], settings: TrainSettings,
                  stream: int, device: torch.device, student: SentenceEncoder) -> None:
         super().__init__(name, o, settings.seed, stream, device)
-        if o.data == "xnli_groups":
-            self.pairs = ct.pairs_from_groups(ct.load_groups(tables["xnli_groups"]))
-        elif o.data == "xnli_single_pairs":
-            self.pairs = ct.load_single_pairs(tables["xnli_groups"], tables["xnli_single_pairs"])
-        else:
-            self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
-        self.plan = BatchPlan(len(self.pairs), o.batch_size, settings.seed + stream,
-                              blocks=self.pairs.language_pairs() if o.language_pair_batches else None,
-                              lengths=_lengths(self.pairs.a, self.pairs.b) if settings.length_bucketing else None,
-                              what=f"objective {name} ({o.data})")
+        _, self.pairs, self.plan = _pair_corpus(name, o, tables, settings, stream)
         if o.teacher == "self":
             encoder = copy.deepcopy(student)
             encoder.train_head = None

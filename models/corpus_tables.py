@@ -95,10 +95,12 @@ def load_groups(path: Path, languages: Sequence[str] = (), name: str = "xnli_gro
         j = i
         while j < len(gids) and gids[j] == gids[i]:
             j += 1
-        seen: dict[str, tuple[str, str]] = {}
+        seen: dict[str, tuple[str, str]] = {}  # first text per language, texts distinct within the group
+        distinct: set[str] = set()
         for k in range(i, j):
-            if texts[k] and texts[k] not in {x[1] for x in seen.values()}:
-                seen.setdefault(langs[k], (langs[k], texts[k]))
+            if texts[k] and texts[k] not in distinct and langs[k] not in seen:
+                seen[langs[k]] = (langs[k], texts[k])
+                distinct.add(texts[k])
         if len(seen) >= 2:
             ids.append(gids[i])
             members.append(sorted(seen.values()))
@@ -144,10 +146,9 @@ def load_bitext_pairs(path: Path, name: str = "bitext_pairs") -> Pairs:
     keep = [i for i in range(len(a)) if a[i] and b[i] and a[i] != b[i]]
     if not keep:
         raise CorpusError(f"{name}: {path} has no pair with two distinct non-empty texts")
-    pick = pa.array(keep)
-    t = t.take(pick)
-    a, b = _strings(t, "pivot_text"), _strings(t, "text")
-    return Pairs(a, b, _strings(t, "pivot_lang"), _strings(t, "lang"), meaning_ids(a))
+    la, lb = _strings(t, "pivot_lang"), _strings(t, "lang")
+    a, b, la, lb = ([col[i] for i in keep] for col in (a, b, la, lb))
+    return Pairs(a, b, la, lb, meaning_ids(a))
 
 
 def load_single_pairs(groups_path: Path, pairs_path: Path, name: str = "xnli_single_pairs") -> Pairs:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import json
 import logging
 import math
@@ -315,8 +316,6 @@ def load_job(path: Path) -> TrainJob:
 
     settings = job.settings
     if settings.encoder.pretrained and (base / settings.encoder.pretrained).exists():
-        import dataclasses
-
         settings = dataclasses.replace(settings, encoder=dataclasses.replace(
             settings.encoder, pretrained=resolve(settings.encoder.pretrained)))
     return TrainJob(settings, {k: resolve(v) for k, v in job.tables.items()}, resolve(job.out), job.run,

@@ -16,12 +16,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from models.objectives.info_nce import _check_pair
+
 
 def embedding_mse(student_a: torch.Tensor, student_b: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     """Mean squared error of both sides' student embeddings (B×d each) against the teacher's B×d embeddings."""
-    if student_a.shape != student_b.shape or student_a.dim() != 2:
-        raise ValueError(f"student_a and student_b must be B×d of equal shape, got {tuple(student_a.shape)} and "
-                         f"{tuple(student_b.shape)}")
+    _check_pair(student_a, student_b, "student_a", "student_b")
     if teacher.shape != student_a.shape:
         raise ValueError(f"teacher must be {tuple(student_a.shape)} (B×d like the student), got {tuple(teacher.shape)}")
     return F.mse_loss(torch.cat([student_a, student_b]), torch.cat([teacher, teacher]).to(student_a.dtype))

@@ -64,6 +64,22 @@ def _check_matrix(x: torch.Tensor, name: str, rows: int | None = None, dim: int 
                          f"got shape {tuple(x.shape)}")
 
 
+def _check_pair(a: torch.Tensor, b: torch.Tensor, a_name: str, b_name: str) -> tuple[int, int]:
+    """Raise ValueError unless ``a`` and ``b`` are floating B×d tensors of equal shape with B ≥ 1; return (B, d)."""
+    for x, name in ((a, a_name), (b, b_name)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 2:
+            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+            raise ValueError(f"{a_name} and {b_name} must be B×d tensors of equal shape, got {name} {shape}")
+    if a.shape != b.shape:
+        raise ValueError(f"{a_name} and {b_name} must be B×d tensors of equal shape, "
+                         f"got {tuple(a.shape)} and {tuple(b.shape)}")
+    _check_matrix(a, a_name)
+    _check_matrix(b, b_name)
+    if a.shape[0] == 0:
+        raise ValueError(f"{a_name} must have at least one row (B ≥ 1), got shape {tuple(a.shape)}")
+    return a.shape[0], a.shape[1]
+
+
 def _check_ids(x: torch.Tensor | None, name: str, n: int, rows_name: str = "B") -> torch.Tensor | None:
     """Raise ValueError unless ``x`` is None or a 1-D integer tensor of length ``n``."""
     if x is None:
@@ -103,18 +119,7 @@ def _info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float
               names: tuple[str, str, str, str]) -> torch.Tensor:
     """``info_nce`` with the argument names used in error messages (so wrappers report their own names)."""
     a_name, p_name, n_name, g_name = names
-    for x, name in ((anchors, a_name), (positives, p_name)):
-        if not isinstance(x, torch.Tensor) or x.dim() != 2:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"{a_name} and {p_name} must be B×d tensors of equal shape, got {name} {shape}")
-    if anchors.shape != positives.shape:
-        raise ValueError(f"{a_name} and {p_name} must be B×d tensors of equal shape, "
-                         f"got {tuple(anchors.shape)} and {tuple(positives.shape)}")
-    _check_matrix(anchors, a_name)
-    _check_matrix(positives, p_name)
-    b, d = anchors.shape
-    if b == 0:
-        raise ValueError(f"{a_name} must have at least one row (B ≥ 1), got shape {tuple(anchors.shape)}")
+    b, d = _check_pair(anchors, positives, a_name, p_name)
     _check_temperature(temperature)
     _check_ids(groups, g_name, b)
     if hard_negatives is not None:

@@ -47,7 +47,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from models.objectives.info_nce import _check_matrix, _check_temperature
+from models.objectives.info_nce import _check_matrix, _check_pair, _check_temperature
 
 __all__ = ["soft_label_loss", "soft_label_targets"]
 
@@ -115,18 +115,7 @@ def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: t
     Returns:
         The scalar loss: L_cross, or λ · L_cross + L_mono with ``tms``.
     """
-    for x, name in ((student_a, "student_a"), (student_b, "student_b")):
-        if not isinstance(x, torch.Tensor) or x.dim() != 2:
-            shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-            raise ValueError(f"student_a and student_b must be B×d tensors of equal shape, got {name} {shape}")
-    if student_a.shape != student_b.shape:
-        raise ValueError(f"student_a and student_b must be B×d tensors of equal shape, "
-                         f"got {tuple(student_a.shape)} and {tuple(student_b.shape)}")
-    _check_matrix(student_a, "student_a")
-    _check_matrix(student_b, "student_b")
-    b = student_a.shape[0]
-    if b == 0:
-        raise ValueError(f"student_a must have at least one row (B×d), got shape {tuple(student_a.shape)}")
+    b, _ = _check_pair(student_a, student_b, "student_a", "student_b")
     _check_matrix(targets, "targets", rows=b, dim=b, dim_name="B")
     _check_temperature(temperature)
     w = targets.detach().to(device=student_a.device, dtype=student_a.dtype)
