@@ -46,22 +46,35 @@ from models.settings import (
     SimcseObjective,
     SoftLabelObjective,
     TrainSettings,
+    VmsstObjective,
 )
 from models.teacher import Teacher
+from models.vmsst import SideBatch, VmsstModel
+from models.vmsst.model import semantic_projection
 
 log = logging.getLogger("polysent.models.components")
 LossFn = Callable[[list[torch.Tensor]], torch.Tensor]
+DirectFn = Callable[[], tuple[torch.Tensor, dict[str, torch.Tensor]]]
 
 
 @dataclass
 class StepBatch:
+    """What a component asks of a step: text columns to embed and a loss over their embeddings (``loss_fn``; the
+    trainer embeds, possibly through GradCache), or — for objectives that are not a function of sentence embeddings,
+    such as VMSST's decoders — ``direct``, which runs the model itself and returns this rank's share of the loss plus
+    detached scalar metrics for ``train_steps``."""
+
     columns: list[list[str]]  # this rank's texts, one list per embedded column
-    loss_fn: LossFn  # embeddings of the columns (this rank's rows) → the full-batch loss
+    loss_fn: LossFn | None  # embeddings of the columns (this rank's rows) → the full-batch loss
     sentences: int  # texts embedded in the global batch (throughput)
+    direct: DirectFn | None = None
 
 
 class Component:
-    """One weighted objective on one corpus."""
+    """One weighted objective on one corpus; ``reports_metrics``: its direct batches return metrics for
+    ``train_steps``."""
+
+    reports_metrics = False
 
     def __init__(self, name: str, objective: Objective, seed: int, stream: int, device: torch.device) -> None:
         self.name, self.objective, self.weight = name, objective, objective.weight
@@ -89,7 +102,7 @@ def _lengths(*columns: Sequence[str]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- pairs
-def _pair_corpus(name: str, o: ContrastiveObjective | SoftLabelObjective, tables: Mapping[str, Path],
+def _pair_corpus(name: str, o: ContrastiveObjective | SoftLabelObjective | VmsstObjective, tables: Mapping[str, Path],
                  settings: TrainSettings, stream: int) -> tuple[ct.Groups | None, ct.Pairs, BatchPlan]:
     """A pair objective's corpus (the groups too when it reads ``xnli_groups``) and its batch plan."""
     groups = None
@@ -331,6 +344,149 @@ class SimcseComponent(Component):
         return StepBatch(columns, loss_fn, len(idx) * len(columns))
 
 
+# ---------------------------------------------------------------------------------------------- VMSST
+class VmsstComponent(Component):
+    """VMSST / BITRANSLATION / VMSST-CONTRASTIVE (``models/vmsst/``) on translation pairs.
+
+    Before training it refuses, with the table and an example: a pair whose language is not in the
+    language-embedding table (``languages``), a sentence that tokenises to nothing (an empty decoder target), a
+    ``decoder_vocab_size`` that is not the tokenizer's vocabulary, and a tokenizer with ids beyond the embedding
+    table. The corpus is tokenised once (unique texts). Each rank runs its shard of the pairs; its loss is the sum of
+    its per-pair losses over the *global* batch size, so the ranks' summed gradients equal one process's, and the
+    VMSST-CONTRASTIVE term reads gathered μ_sem like the other contrastive objectives."""
+
+    objective: VmsstObjective
+    reports_metrics = True
+
+    def __init__(self, name: str, o: VmsstObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device, student: SentenceEncoder) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        semantic_projection(student)  # refuses an encoder without the bias-free W_μ
+        self.student, self.accum = student, settings.grad_accumulation
+        table = o.data
+        _, self.pairs, self.plan = _pair_corpus(name, o, tables, settings, stream)
+        self.languages = self._language_table(name, table, o)
+        pretrained = settings.encoder.pretrained is not None
+        self.elbo_weight = o.elbo_weight if o.elbo_weight is not None else (0.025 if pretrained else 0.1)
+        self.contrastive_weight = 0.0
+        if o.variant == "vmsst_contrastive":
+            self.contrastive_weight = (o.contrastive_weight if o.contrastive_weight is not None
+                                       else (0.0005 if pretrained else 0.001))
+        elif o.contrastive_weight:
+            raise ValueError(f"objective {name}: contrastive_weight applies to variant vmsst_contrastive, not "
+                             f"{o.variant!r}")
+        if settings.grad_cache:
+            log.warning("objective %s: grad_cache applies to embedding losses; VMSST's decoders run whole (use "
+                        "grad_accumulation or decoder_checkpointing to bound memory)", name)
+        tok = student.tokenizer
+        vocab, rows = len(tok), student.backbone.get_input_embeddings().num_embeddings
+        if o.decoder_vocab_size is not None and o.decoder_vocab_size != vocab:
+            raise ValueError(f"objective {name}: decoder_vocab_size {o.decoder_vocab_size} does not match the "
+                             f"tokenizer's vocabulary of {vocab} tokens ({type(tok).__name__}); the decoder predicts "
+                             f"the tokenizer's ids, so leave decoder_vocab_size unset or set it to {vocab}")
+        if rows < vocab:
+            raise ValueError(f"objective {name}: the tokenizer has {vocab} tokens but the encoder's embedding table "
+                             f"only {rows} rows; resize the model's embeddings to the tokenizer")
+        self.eos = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+        if self.eos is None:
+            raise ValueError(f"objective {name}: the tokenizer ({type(tok).__name__}) has neither an eos nor a sep "
+                             "token to end the decoder's targets")
+        self.pad = tok.pad_token_id or 0
+        self.max_length = settings.encoder.max_length
+        self._tokenise(name, table)
+        self.modules["vmsst"] = VmsstModel(student, o, self.languages, elbo_weight=self.elbo_weight,
+                                           max_positions=self.max_length + 2).to(device)
+        log.info("objective %s: %s, %d languages, λ %g%s, KL annealed over %d updates", name, o.variant,
+                 len(self.languages), self.elbo_weight,
+                 f", contrastive weight {self.contrastive_weight:g}" if self.contrastive_weight else "",
+                 o.kl_anneal_steps)
+
+    def _language_table(self, name: str, table: str, o: VmsstObjective) -> tuple[str, ...]:
+        langs = self.pairs.a_lang + self.pairs.b_lang
+        present = sorted(set(langs))
+        if not o.languages:
+            return tuple(present)
+        unknown = sorted(set(present) - set(o.languages))
+        if unknown:
+            counts = ", ".join(f"{lang}: {langs.count(lang)} sentences" for lang in unknown[:10])
+            raise ValueError(f"objective {name}: {table} has pairs in language(s) the language-embedding table "
+                             f"does not have ({counts}); the table is languages {list(o.languages)}. Add them to "
+                             f"the objective's languages (or leave languages empty to take the corpus's).")
+        return tuple(o.languages)
+
+    def _tokenise(self, name: str, table: str) -> None:
+        """Token ids of every unique text, once: decoder targets (no special tokens, truncated to leave room for the
+        end token) and encoder inputs."""
+        tok = self.student.tokenizer
+        texts = sorted(set(self.pairs.a) | set(self.pairs.b))
+        room = self.max_length - tok.num_special_tokens_to_add(pair=False)
+        ids = tok(texts, add_special_tokens=False, truncation=True, max_length=room,
+                  return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        empty = [t for t, x in zip(texts, ids, strict=True) if not x or not t.strip()]
+        if empty:
+            where = next((i, side) for i in range(len(self.pairs))
+                         for side, t in (("a", self.pairs.a[i]), ("b", self.pairs.b[i])) if t == empty[0])
+            raise ValueError(f"objective {name}: {len(empty)} text(s) of {table} are blank or tokenise to no "
+                             f"token (an empty decoder target), e.g. pair {where[0]} side {where[1]}: "
+                             f"{empty[0]!r}; remove "
+                             "them from the corpus")
+        rows = self.student.backbone.get_input_embeddings().num_embeddings
+        top = max(max(x) for x in ids)
+        if top >= rows:
+            raise ValueError(f"objective {name}: the tokenizer produced id {top}, beyond the embedding table's "
+                             f"{rows} rows")
+        index = {t: i for i, t in enumerate(texts)}
+        self.tokens = ids  # decoder targets: content + eos
+        # encoder inputs exactly as the student's tokenize / encode builds them (special tokens, truncation)
+        self.encoder_tokens = tok(texts, truncation=True, max_length=self.max_length, return_attention_mask=False,
+                                  return_token_type_ids=False)["input_ids"]
+        self.a_tok = np.fromiter((index[t] for t in self.pairs.a), dtype=np.int64, count=len(self.pairs))
+        self.b_tok = np.fromiter((index[t] for t in self.pairs.b), dtype=np.int64, count=len(self.pairs))
+        lang_index = {lang: i for i, lang in enumerate(self.languages)}
+        self.a_lang = np.asarray([lang_index[x] for x in self.pairs.a_lang], dtype=np.int64)
+        self.b_lang = np.asarray([lang_index[x] for x in self.pairs.b_lang], dtype=np.int64)
+
+    def side(self, rows: Sequence[int], which: str) -> SideBatch:
+        """Padded tensors of one side of the pairs ``rows``."""
+        toks = self.a_tok if which == "a" else self.b_tok
+        langs = self.a_lang if which == "a" else self.b_lang
+        encoder = [self.encoder_tokens[toks[i]] for i in rows]
+        targets = [[*self.tokens[toks[i]], self.eos] for i in rows]
+        ids, mask = self._pad(encoder)
+        tgt, tgt_mask = self._pad(targets)
+        return SideBatch(ids, mask, tgt, tgt_mask, self.ids(langs[list(rows)]))
+
+    def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(x) for x in seqs)
+        ids = np.full((len(seqs), width), self.pad, dtype=np.int64)
+        mask = np.zeros((len(seqs), width), dtype=np.int64)
+        for r, x in enumerate(seqs):
+            ids[r, : len(x)] = x
+            mask[r, : len(x)] = 1
+        return torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
+
+    def batch(self, step: int) -> StepBatch:
+        idx = self.plan.batch(step)
+        rows = self.local(list(idx))
+        a, b = self.side(rows, "a"), self.side(rows, "b")
+        update, total = step // self.accum, len(idx)
+        monitor = step % self.accum == 0 and update % max(1, self.objective.monitor_every) == 0
+        meaning = self.ids(self.pairs.meaning[idx]) if self.contrastive_weight else None
+        model = self.modules["vmsst"]
+
+        def direct() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            out = model(self.student, a, b, update=update, micro=step, monitor=monitor)
+            loss = out.loss.sum() / total
+            if self.contrastive_weight:
+                z = _gathered([out.mu_a, out.mu_b])
+                contrastive = info_nce(z[0], z[1], self.objective.contrastive_temperature, True, groups=meaning)
+                loss = loss + self.contrastive_weight * contrastive
+                out.metrics["contrastive_loss"] = contrastive.detach()
+            return loss, out.metrics
+
+        return StepBatch([], None, 2 * total, direct=direct)
+
+
 def build_components(settings: TrainSettings, tables: Mapping[str, Path], student: SentenceEncoder,
                      device: torch.device) -> list[Component]:
     """One component per objective, named by kind (``mpcl``, ``ease``, …; ``kind.2`` for a second of one kind)."""
@@ -352,6 +508,8 @@ def build_components(settings: TrainSettings, tables: Mapping[str, Path], studen
             out.append(EaseComponent(name, o, tables, settings, stream, device, student))
         elif isinstance(o, SimcseObjective):
             out.append(SimcseComponent(name, o, tables, settings, stream, device))
+        elif isinstance(o, VmsstObjective):
+            out.append(VmsstComponent(name, o, tables, settings, stream, device, student))
         else:  # pragma: no cover - the settings union is closed
             raise TypeError(f"unknown objective {o!r}")
         log.info("objective %s: weight %g, batch %d, %d items per epoch", name, o.weight, o.batch_size,

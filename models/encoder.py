@@ -90,7 +90,8 @@ class SentenceEncoder(nn.Module):
     def from_settings(cls, settings: EncoderSettings, tokenizer_dir: Path | None = None) -> SentenceEncoder:
         """A pretrained model (``settings.pretrained``: its own tokenizer, pooling from a sentence-transformers
         folder's config when it has one, else ``settings.pooling``) or a small BERT built from the size fields with
-        the tokenizer in ``tokenizer_dir``; plus the train-only MLP head and gradient checkpointing when set."""
+        the tokenizer in ``tokenizer_dir``; plus the bias-free ``projection`` (appended after pooling and any saved
+        Dense), the train-only MLP head and gradient checkpointing when set."""
         if settings.pretrained:
             enc = cls.load(settings.pretrained)
             if not (Path(settings.pretrained) / "modules.json").exists():
@@ -100,6 +101,12 @@ class SentenceEncoder(nn.Module):
             if tokenizer_dir is None:
                 raise ValueError("encoder: building a model from a config needs a tokenizer folder (or set pretrained)")
             enc = cls._from_config(settings, tokenizer_dir)
+        if settings.projection:
+            projection = Dense(enc.dim, settings.projection, bias=False,
+                               activation="torch.nn.modules.linear.Identity")
+            if settings.projection == enc.dim:
+                nn.init.eye_(projection.linear.weight)
+            enc.post.append(projection)
         if settings.mlp_head:
             enc.train_head = MLPHead(int(enc.backbone.config.hidden_size))
         if settings.gradient_checkpointing:  # transformers 5 renamed it; 4.x only has the old name

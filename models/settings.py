@@ -30,7 +30,10 @@ class EncoderSettings:
     ``pretrained`` names a local folder, a sentence-transformers folder or a hub id (online only); without it a small
     BERT is built from the size fields and the pipeline's own tokenizer. ``mlp_head`` adds SimCSE's Linear + tanh
     after pooling during training only (``--mlp_only_train``: not exported); ``gradient_checkpointing`` trades
-    compute for activation memory. ``dropout`` applies to configs built here; a pretrained model keeps its own."""
+    compute for activation memory. ``dropout`` applies to configs built here; a pretrained model keeps its own.
+    ``projection``: a bias-free linear map to this size after pooling (sentence-transformers' ``Dense``, saved with
+    the model; VMSST's W_μ of the semantic variable, and the matching head of its CONTRASTIVE baseline); it starts as
+    the identity when square."""
 
     __pydantic_config__ = _STRICT
     hidden_size: int = 128
@@ -43,6 +46,7 @@ class EncoderSettings:
     mlp_head: bool = False
     gradient_checkpointing: bool = False
     pretrained: str | None = None
+    projection: int | None = None
 
 
 PairData = Literal["bitext_pairs", "xnli_single_pairs", "xnli_groups"]
@@ -161,7 +165,50 @@ class SimcseObjective:
     hard_negative_weight: float = 0.0
 
 
-Objective = ContrastiveObjective | MpclObjective | SoftLabelObjective | EaseObjective | SimcseObjective
+@dataclass(frozen=True)
+class VmsstObjective:
+    """VMSST (Wieting et al., ACL 2023; methods §5, §13): variational source separation on translation pairs, and
+    its baselines on the same code (``models/vmsst/``, ``models/objectives/vmsst.py``).
+
+    ``variant``: ``vmsst`` = translation terms + λ·ELBO; ``bitranslation`` = the translation terms alone (no
+    language variables, no KL); ``vmsst_contrastive`` = VMSST + ``contrastive_weight``·InfoNCE on μ_sem. The
+    semantic variable's W_μ is the student encoder's ``projection`` (required; the exported embedding is μ_sem).
+    ``elbo_weight`` λ and ``contrastive_weight`` default to the paper's values for the start point (λ 0.025 from a
+    pretrained encoder, 0.1 from random init; 0.0005 / 0.001). ``kl_anneal_steps`` x0: β(t) = min(1, t/x0); the
+    paper's 1,000,000 over 100k updates ends at β = 0.1. ``free_bits``: BGT's ``kl_threshold`` (each dimension's KL
+    clamped at free_bits / latent size). ``languages``: the language-embedding table (every language of the corpus
+    when empty; a pair in another language is refused before training). ``language_layers``: depth of the
+    language encoder (the semantic encoder's when unset); the decoder has ``decoder_layers`` (1 in the paper).
+    ``dropout`` applies to the language encoder and the decoders (the paper uses none for VMSST).
+    ``decoder_vocab_size`` must equal the tokenizer's vocabulary when given. ``monitor_every``: swap probe interval
+    (``train_steps.swap_nll_own`` / ``swap_nll_swapped``). ``decoder_checkpointing`` recomputes the decoders
+    (logits included) in the backward pass."""
+
+    __pydantic_config__ = _STRICT
+    kind: Literal["vmsst"] = "vmsst"
+    variant: Literal["vmsst", "bitranslation", "vmsst_contrastive"] = "vmsst"
+    data: PairData = "bitext_pairs"
+    weight: float = 1.0
+    batch_size: int = 64
+    elbo_weight: float | None = None
+    contrastive_weight: float | None = None
+    contrastive_temperature: float = 0.05
+    kl_anneal_steps: int = 1_000_000
+    free_bits: float = 0.0
+    languages: tuple[str, ...] = ()
+    language_layers: int | None = None
+    decoder_layers: int = 1
+    decoder_heads: int | None = None
+    decoder_intermediate_size: int | None = None
+    dropout: float = 0.0
+    decoder_vocab_size: int | None = None
+    decoder_checkpointing: bool = False
+    monitor_every: int = 50
+    language_pair_batches: bool = False
+
+
+Objective = (ContrastiveObjective | MpclObjective | SoftLabelObjective | EaseObjective | SimcseObjective
+             | VmsstObjective)
 
 
 def objective_tables(objective: Objective) -> tuple[str, ...]:

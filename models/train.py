@@ -96,12 +96,24 @@ class History:
                                                                                  "loss")})
     dev: dict[str, list] = field(default_factory=lambda: {k: [] for k in ("step", "metric", "value", "best")})
 
+    def add_step(self, row: dict[str, float | int], metrics: Mapping[str, float]) -> None:
+        """One ``train_steps`` row: the fixed columns plus the objectives' metrics (VMSST's KL, …); a metric first
+        seen at a later step, or absent from a step (the periodic swap probe), is null in the other rows."""
+        n = len(self.steps["step"])
+        for k, v in row.items():
+            self.steps[k].append(v)
+        for k, v in metrics.items():
+            self.steps.setdefault(k, [None] * n).append(v)
+        for col in self.steps.values():
+            if len(col) == n:
+                col.append(None)
+
     def tables(self, run: str) -> dict[str, pa.Table]:
         out = {}
+        fixed = {"step": pa.int64(), "loss": pa.float64(), "lr": pa.float64(), "sentences": pa.int64(),
+                 "seconds": pa.float64(), "sentences_per_second": pa.float64()}
         for name, rows, types in (
-                ("train_steps", self.steps, {"step": pa.int64(), "loss": pa.float64(), "lr": pa.float64(),
-                                             "sentences": pa.int64(), "seconds": pa.float64(),
-                                             "sentences_per_second": pa.float64()}),
+                ("train_steps", self.steps, {**dict.fromkeys(self.steps, pa.float64()), **fixed}),
                 ("train_objective_losses", self.objectives, {"step": pa.int64(), "objective": pa.string(),
                                                              "weight": pa.float64(), "loss": pa.float64()}),
                 ("train_dev", self.dev, {"step": pa.int64(), "metric": pa.string(), "value": pa.float64(),
@@ -155,7 +167,8 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
     model.train()
     components = build_components(settings, tables, model, device)
     trainable: list[torch.nn.Module] = [model, *(c.modules for c in components)]
-    params = [p for m in trainable for p in m.parameters() if p.requires_grad]
+    # unique: a component may use the student's own tensors (VMSST's decoders read its word-embedding table)
+    params = list({id(p): p for m in trainable for p in m.parameters() if p.requires_grad}.values())
     # fused AdamW on a GPU: one kernel for all parameters instead of a loop of small memory-bound ones
     opt = torch.optim.AdamW(_param_groups(trainable, settings.weight_decay), lr=settings.lr,
                             fused=device.type == "cuda")
@@ -182,8 +195,11 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
         history, best, start = state["history"], state["best"], state["step"]
         log.info("%s: resumed from %s at step %d", run_name, latest, start)
 
+    def autocast() -> contextlib.AbstractContextManager:
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+
     def embed(texts: list[str]) -> torch.Tensor:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+        with autocast():
             return model(texts)
 
     def snapshot(step: int) -> dict[str, Any]:
@@ -197,6 +213,9 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
              f" × {world} ranks" if world > 1 else "", len(components), [c.name for c in components],
              sum(p.numel() for p in params), start, settings.steps, "bf16" if bf16 else "fp32",
              f", GradCache mini-batch {settings.grad_cache}" if settings.grad_cache else "")
+    # metric columns of train_steps: plain names (kl_sem, …), prefixed by the objective when several report them
+    reporting = [c.name for c in components if c.reports_metrics]
+    metric_prefix = {c.name: f"{c.name}_" if len(reporting) > 1 and c.name in reporting else "" for c in components}
     accum, t_start = settings.grad_accumulation, time.perf_counter()
     bar = tqdm(range(start, settings.steps), desc=f"train {run_name}", disable=not progress or rank != 0,
                mininterval=1.0, initial=start, total=settings.steps)
@@ -209,13 +228,27 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
         sentences = 0
         with _out_of_memory_advice(step, components, settings):
             parts: list[tuple[str, torch.Tensor]] = []  # detached losses: one device sync per step, not per loss
+            metric_parts: list[tuple[str, torch.Tensor]] = []
             for micro in range(accum):
                 for c in components:
                     batch = c.batch(step * accum + micro)
-                    parts.append((c.name, embed_and_backward(embed, batch.columns, batch.loss_fn,
-                                                             mini_batch=settings.grad_cache, scale=c.weight / accum)))
+                    if batch.direct is not None:
+                        with autocast():
+                            loss, metrics = batch.direct()
+                        (loss * (c.weight / accum)).backward()
+                        parts.append((c.name, loss.detach()))
+                        metric_parts += [(metric_prefix[c.name] + k, v) for k, v in metrics.items()]
+                    else:
+                        assert batch.loss_fn is not None
+                        parts.append((c.name, embed_and_backward(embed, batch.columns, batch.loss_fn,
+                                                                 mini_batch=settings.grad_cache,
+                                                                 scale=c.weight / accum)))
                     sentences += batch.sentences
-            values = torch.stack([v.float() for _, v in parts]).cpu().tolist()
+            values = torch.stack([v.float().to(device) for _, v in parts + metric_parts]).cpu().tolist()
+            step_metrics: dict[str, list[float]] = {}
+            for (key, _), value in zip(metric_parts, values[len(parts):], strict=True):
+                step_metrics.setdefault(key, []).append(value)
+            values = values[:len(parts)]
             for (name, _), value in zip(parts, values, strict=True):
                 if not math.isfinite(value):
                     last = latest_checkpoint(ckpt_root)
@@ -234,9 +267,9 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
             torch.cuda.synchronize(device)  # the step's kernels inside its time
         seconds = time.perf_counter() - t0
         total = sum(c.weight * losses[c.name] for c in components)
-        for k, v in (("step", step + 1), ("loss", total), ("lr", lr), ("sentences", sentences),
-                     ("seconds", seconds), ("sentences_per_second", sentences / seconds if seconds else 0.0)):
-            history.steps[k].append(v)
+        history.add_step({"step": step + 1, "loss": total, "lr": lr, "sentences": sentences, "seconds": seconds,
+                          "sentences_per_second": sentences / seconds if seconds else 0.0},
+                         {k: sum(v) / len(v) for k, v in step_metrics.items()})
         for c in components:
             for k, v in (("step", step + 1), ("objective", c.name), ("weight", c.weight), ("loss", losses[c.name])):
                 history.objectives[k].append(v)

@@ -1,0 +1,17 @@
+"""VMSST (methods §5): the inference networks, the latent-conditioned decoder and the model that ties them to the
+student encoder. The loss maths lives in ``models/objectives/vmsst.py``; the corpus wiring in
+``models.components.VmsstComponent``."""
+
+from models.vmsst.decoder import LatentConditionedDecoder, LatentConditionedDecoderLayer
+from models.vmsst.inference import GaussianHead, LanguageEncoder
+from models.vmsst.model import SideBatch, VmsstModel, VmsstOutput
+
+__all__ = [
+    "GaussianHead",
+    "LanguageEncoder",
+    "LatentConditionedDecoder",
+    "LatentConditionedDecoderLayer",
+    "SideBatch",
+    "VmsstModel",
+    "VmsstOutput",
+]

@@ -1,0 +1,107 @@
+"""The decoder of VMSST / BGT: a causal Transformer decoder **without cross-attention**, conditioned on a latent vector.
+
+Reference: BGT's ``TransformerSentenceEmbeddingDecoderLayer`` (jwcmu/bgt, ``fairseq/models/bgt.py``; methods §5.4).
+Each layer is a post-norm fairseq decoder layer whose encoder-attention block is replaced by
+
+    u = W [x_t ; s] + b  →  dropout  →  x_t + u  →  LayerNorm            (s broadcast over time)
+
+with s the conditioning vector ([z_lang ; z_sem] for VMSST's reconstruction, μ_sem for the translation terms). BGT's
+ReLU after W is a no-op in its code (the result of ``F.relu`` is discarded), so the block is affine here too. s is
+also concatenated to the final hidden state before the vocabulary projection (``embed_out`` ∈ R^{V×(d+|s|)}; 3d × V
+for VMSST, as the paper says). No encoder memory exists anywhere: the decoder's only inputs are the target prefix and
+s, so everything it knows about the source comes through the sentence embedding.
+
+Input = the target-language embedding as the first position, then the target tokens shifted right (teacher forcing),
+read from the encoders' shared word-embedding table, plus learned positions and a LayerNorm. Self-attention uses
+``scaled_dot_product_attention(is_causal=True)``: with right padding, a real position never sees a pad, and the pad
+positions are masked out of the loss.
+
+``checkpointing`` recomputes the whole decoder, logits and cross-entropy included, in the backward pass: with a
+large vocabulary the B×T×V logits are the decoder's largest activation, which layer-only checkpointing would keep.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
+
+from models.objectives.vmsst import sequence_nll
+
+
+class LatentConditionedDecoderLayer(nn.Module):
+    """Causal self-attention → latent block (in place of cross-attention) → feed-forward; post-norm as fairseq."""
+
+    def __init__(self, dim: int, condition_dim: int, heads: int, intermediate_size: int, dropout: float) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"decoder: hidden size {dim} is not divisible by {heads} attention heads")
+        self.heads, self.dropout = heads, dropout
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.attention_out = nn.Linear(dim, dim)
+        self.attention_norm = nn.LayerNorm(dim)
+        self.latent = nn.Linear(dim + condition_dim, dim)
+        self.latent_norm = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, intermediate_size)
+        self.fc2 = nn.Linear(intermediate_size, dim)
+        self.output_norm = nn.LayerNorm(dim)
+
+    def forward(self, x: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        p = self.dropout if self.training else 0.0
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p).transpose(1, 2).reshape(b, t, d)
+        x = self.attention_norm(x + F.dropout(self.attention_out(a), p, self.training))
+        s = condition[:, None, :].expand(b, t, condition.shape[-1]).to(x.dtype)
+        x = self.latent_norm(x + F.dropout(self.latent(torch.cat([x, s], -1)), p, self.training))
+        h = self.fc2(F.dropout(F.relu(self.fc1(x)), p, self.training))
+        return self.output_norm(x + F.dropout(h, p, self.training))
+
+
+class LatentConditionedDecoder(nn.Module):
+    """``layers`` × ``LatentConditionedDecoderLayer`` + the output projection over [h_t ; s]."""
+
+    def __init__(self, vocab_size: int, dim: int, condition_dim: int, *, layers: int = 1, heads: int = 4,
+                 intermediate_size: int = 512, dropout: float = 0.0, max_positions: int = 128,
+                 checkpointing: bool = False) -> None:
+        super().__init__()
+        if layers < 1:
+            raise ValueError(f"decoder: needs at least one layer, got {layers}")
+        self.vocab_size, self.condition_dim, self.dropout = vocab_size, condition_dim, dropout
+        self.checkpointing = checkpointing
+        self.positions = nn.Embedding(max_positions, dim)
+        nn.init.normal_(self.positions.weight, std=0.02)
+        self.input_norm = nn.LayerNorm(dim)
+        self.layers = nn.ModuleList(LatentConditionedDecoderLayer(dim, condition_dim, heads, intermediate_size,
+                                                                  dropout) for _ in range(layers))
+        self.output = nn.Linear(dim + condition_dim, vocab_size, bias=False)
+
+    def logits(self, embeddings: nn.Embedding, start: torch.Tensor, targets: torch.Tensor,
+               condition: torch.Tensor) -> torch.Tensor:
+        """B×T×V logits of ``targets`` (B×T ids) given ``start`` (B×d, the target-language embedding) and
+        ``condition`` (B×|s|)."""
+        b, t = targets.shape
+        if t > self.positions.num_embeddings:
+            raise ValueError(f"decoder: {t} target positions but only {self.positions.num_embeddings} position "
+                             "embeddings (raise the encoder's max_length)")
+        if condition.shape != (b, self.condition_dim):
+            raise ValueError(f"decoder: condition must be {b}×{self.condition_dim}, got {tuple(condition.shape)}")
+        x = torch.cat([start[:, None, :].to(embeddings.weight.dtype), embeddings(targets[:, :-1])], 1)
+        x = self.input_norm(x + self.positions.weight[:t])
+        x = F.dropout(x, self.dropout, self.training)
+        for layer in self.layers:
+            x = layer(x, condition)
+        s = condition[:, None, :].expand(b, t, self.condition_dim).to(x.dtype)
+        return self.output(torch.cat([x, s], -1))
+
+    def nll(self, embeddings: nn.Embedding, start: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
+            condition: torch.Tensor) -> torch.Tensor:
+        """Per-row NLL of ``targets`` (summed over the tokens where ``mask`` is 1), shape (B,)."""
+
+        def run(start: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
+            return sequence_nll(self.logits(embeddings, start, targets, condition), targets, mask)
+
+        if self.checkpointing and torch.is_grad_enabled():
+            return checkpoint(run, start, condition, use_reentrant=False)
+        return run(start, condition)

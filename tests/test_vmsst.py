@@ -1,0 +1,298 @@
+"""VMSST (models/vmsst/, models/objectives/vmsst.py, VmsstComponent): the decoder has no cross-attention and depends
+on z_sem, the KL term and its annealing, gradients into both encoders, a tiny model learning on the sample bitext,
+the μ_sem export, the baselines on the same code, the monitoring columns and the refusals before training."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from conftest import SAMPLE
+
+from models.encoder import SentenceEncoder
+from models.objectives.vmsst import gaussian_kl, kl_annealing, sequence_nll, vmsst_loss
+from models.settings import EncoderSettings, TokenizerSettings, TrainSettings, VmsstObjective
+from models.vmsst import LatentConditionedDecoder, VmsstModel
+
+TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32, dropout=0.0,
+                       projection=32)
+
+
+def _write_pairs(root: Path, rows: dict[str, list[tuple[str, str]]]) -> Path:
+    """A hive-partitioned ``bitext_pairs`` with English pivots: {lang: [(pivot_text, text)]}."""
+    for lang, pairs in rows.items():
+        (root / f"lang={lang}").mkdir(parents=True)
+        pq.write_table(pa.table({"pair_id": [f"{lang}{i:05d}" for i in range(len(pairs))],
+                                 "pivot_lang": ["en"] * len(pairs), "pivot_text": [p for p, _ in pairs],
+                                 "text": [t for _, t in pairs]}), root / f"lang={lang}" / "part-0.parquet")
+    return root
+
+
+def _sample_rows() -> dict[str, list[tuple[str, str]]]:
+    rows = {}
+    for lang in ("de", "fr"):
+        src = (SAMPLE / "bitext" / f"en-{lang}.en").read_text().splitlines()
+        tgt = (SAMPLE / "bitext" / f"en-{lang}.{lang}").read_text().splitlines()
+        rows[lang] = [(s, t) for s, t in zip(src, tgt, strict=True) if s.strip() and t.strip()]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The sample's en-de / en-fr bitext as ``bitext_pairs`` and a WordPiece tokenizer trained on it."""
+    from models.tokenizer import train_tokenizer
+
+    root = tmp_path_factory.mktemp("vmsst")
+    rows = _sample_rows()
+    pairs = _write_pairs(root / "bitext_pairs", rows)
+    texts = [x for r in rows.values() for p in r for x in p]
+    pq.write_table(pa.table({"text": texts}), root / "tok_texts.parquet")
+    train_tokenizer(TokenizerSettings(vocab_size=500), {"t": root / "tok_texts.parquet"}, root)
+    return {"bitext_pairs": pairs, "tokenizer": root / "tokenizer"}
+
+
+def _settings(objective: VmsstObjective | None = None, **kw) -> TrainSettings:
+    base = {"objectives": (objective or VmsstObjective(batch_size=8, kl_anneal_steps=10, monitor_every=2),),
+            "encoder": TINY, "steps": 4, "lr": 2e-3, "warmup_steps": 1, "seed": 5, "device": "cpu"}
+    return TrainSettings(**{**base, **kw})
+
+
+def _component(settings: TrainSettings, corpora: dict[str, Path], tables: dict[str, Path] | None = None):
+    from models.components import build_components
+
+    torch.manual_seed(0)
+    student = SentenceEncoder.from_settings(settings.encoder, corpora["tokenizer"])
+    (c,) = build_components(settings, tables or {"bitext_pairs": corpora["bitext_pairs"]}, student,
+                            torch.device("cpu"))
+    return student, c
+
+
+def _train(settings: TrainSettings, corpora: dict[str, Path], out: Path, tables: dict[str, Path] | None = None,
+           **kw) -> dict:
+    from models.train import train
+
+    return train(settings, tables or {"bitext_pairs": corpora["bitext_pairs"]}, out,
+                 tokenizer_dir=corpora["tokenizer"], progress=False, **kw)
+
+
+# ---------------------------------------------------------------------------------------------- decoder
+def test_decoder_has_no_cross_attention_and_reads_s_everywhere() -> None:
+    dec = LatentConditionedDecoder(vocab_size=50, dim=16, condition_dim=32, layers=2, heads=2, intermediate_size=24)
+    names = [n for n, _ in dec.named_parameters()]
+    assert not [n for n in names if any(w in n for w in ("encoder_attn", "cross", "memory", "enc_dec"))]
+    per_layer = {n.split(".", 2)[2] for n in names if n.startswith("layers.")}
+    assert per_layer == {f"{m}.{p}" for m in ("qkv", "attention_out", "attention_norm", "latent", "latent_norm",
+                                              "fc1", "fc2", "output_norm") for p in ("weight", "bias")}
+    assert {n for n in names if not n.startswith("layers.")} == {"positions.weight", "input_norm.weight",
+                                                                "input_norm.bias", "output.weight"}
+    # [x_t ; s] into every layer's latent block and into the output projection (V × (d + |s|), 3d for VMSST)
+    assert all(layer.latent.in_features == 16 + 32 for layer in dec.layers)
+    assert tuple(dec.output.weight.shape) == (50, 16 + 32)
+    assert "memory" not in inspect.signature(dec.logits).parameters
+
+
+def test_changing_z_sem_changes_the_logits_and_the_future_does_not_leak() -> None:
+    torch.manual_seed(0)
+    dec = LatentConditionedDecoder(vocab_size=40, dim=16, condition_dim=24, heads=2, intermediate_size=32).eval()
+    table = torch.nn.Embedding(40, 16)
+    start, targets = torch.randn(3, 16), torch.randint(0, 40, (3, 7))
+    z_lang, z_sem = torch.randn(3, 12), torch.randn(3, 12)
+    base = dec.logits(table, start, targets, torch.cat([z_lang, z_sem], 1))
+    assert torch.equal(base, dec.logits(table, start, targets, torch.cat([z_lang, z_sem], 1)))
+    other = dec.logits(table, start, targets, torch.cat([z_lang, z_sem + 0.5], 1))
+    assert (other - base).abs().amax(-1).min() > 1e-4  # every position of every row moves with z_sem
+    changed = targets.clone()
+    changed[:, 4] = (changed[:, 4] + 1) % 40  # target 4 is the input of position 5: positions 0..4 cannot see it
+    after = dec.logits(table, start, changed, torch.cat([z_lang, z_sem], 1))
+    assert torch.allclose(after[:, :5], base[:, :5], atol=1e-6) and not torch.allclose(after[:, 5:], base[:, 5:])
+
+
+def test_decoder_checkpointing_gives_the_same_loss_and_gradients() -> None:
+    torch.manual_seed(1)
+    dec = LatentConditionedDecoder(vocab_size=30, dim=8, condition_dim=8, heads=2, intermediate_size=16)
+    table = torch.nn.Embedding(30, 8)
+    start, s = torch.randn(4, 8), torch.randn(4, 8, requires_grad=True)
+    targets, mask = torch.randint(0, 30, (4, 6)), torch.ones(4, 6)
+    mask[0, 3:] = 0
+    grads = []
+    for flag in (False, True):
+        dec.checkpointing = flag
+        dec.zero_grad()
+        s.grad = None
+        loss = dec.nll(table, start, targets, mask, s).sum()
+        loss.backward()
+        grads.append((loss.detach(), s.grad.clone(), dec.output.weight.grad.clone()))
+    for x, y in zip(*grads, strict=True):
+        torch.testing.assert_close(x, y)
+
+
+# ---------------------------------------------------------------------------------------------- objective maths
+def test_gaussian_kl_equals_the_closed_form_and_free_bits_floor_each_dimension() -> None:
+    torch.manual_seed(2)
+    mu, logvar = torch.randn(5, 6), torch.randn(5, 6)
+    ref = torch.distributions.kl_divergence(torch.distributions.Normal(mu, (0.5 * logvar).exp()),
+                                            torch.distributions.Normal(torch.zeros(5, 6), torch.ones(5, 6))).sum(1)
+    torch.testing.assert_close(gaussian_kl(mu, logvar), ref)
+    hand = -0.5 * (1 + logvar - mu**2 - logvar.exp()).sum(1)
+    torch.testing.assert_close(gaussian_kl(mu, logvar), hand)
+    assert torch.allclose(gaussian_kl(torch.zeros(2, 4), torch.zeros(2, 4)), torch.zeros(2))  # posterior = prior
+    per_dim = -0.5 * (1 + logvar - mu**2 - logvar.exp())
+    torch.testing.assert_close(gaussian_kl(mu, logvar, free_bits=3.0), per_dim.clamp(min=0.5).sum(1))
+    with pytest.raises(ValueError, match="one shape"):
+        gaussian_kl(mu, logvar[:, :3])
+
+
+def test_kl_annealing_is_linear_then_one() -> None:
+    assert [kl_annealing(t, 4) for t in (0, 1, 2, 4, 9)] == [0.0, 0.25, 0.5, 1.0, 1.0]
+    assert kl_annealing(0, 0) == 1.0  # x0 = 0: no annealing
+    assert kl_annealing(100_000, 1_000_000) == pytest.approx(0.1)  # the paper's end point
+    with pytest.raises(ValueError):
+        kl_annealing(-1, 10)
+
+
+def test_vmsst_loss_combines_translation_and_weighted_elbo() -> None:
+    tr, rec, kl = torch.tensor([4.0, 2.0]), torch.tensor([10.0, 6.0]), torch.tensor([3.0, 1.0])
+    torch.testing.assert_close(vmsst_loss(tr, rec, kl, elbo_weight=0.1, beta=0.5),
+                               torch.tensor([4 + 0.1 * (10 + 1.5), 2 + 0.1 * (6 + 0.5)]))
+    assert vmsst_loss(tr) is tr  # BITRANSLATION
+    with pytest.raises(ValueError, match="both"):
+        vmsst_loss(tr, rec)
+    logits = torch.log_softmax(torch.randn(2, 3, 5), -1)
+    targets, mask = torch.randint(0, 5, (2, 3)), torch.tensor([[1, 1, 0], [1, 1, 1]])
+    ref = -(logits.gather(2, targets[..., None])[..., 0] * mask).sum(1)
+    torch.testing.assert_close(sequence_nll(logits, targets, mask), ref)
+
+
+# ---------------------------------------------------------------------------------------------- the model
+def test_gradients_reach_both_encoders_and_the_semantic_side_alternates(corpora: dict[str, Path]) -> None:
+    student, c = _component(_settings(), corpora)
+    model: VmsstModel = c.modules["vmsst"]
+    # the language encoder reads the student's word-embedding table, which the component does not own twice
+    assert not any(p is student.backbone.get_input_embeddings().weight for p in c.modules.parameters())
+    loss, metrics = c.batch(0).direct()
+    loss.backward()
+    for name, module in (("semantic encoder", student.backbone.encoder), ("W_mu", student.post[0]),
+                         ("language encoder", model.language_encoder), ("language head", model.language_head),
+                         ("semantic logvar", model.semantic_logvar), ("decoder", model.decoder),
+                         ("translation decoder", model.translation_decoder)):
+        grads = [p.grad for p in module.parameters()]
+        assert all(g is not None and torch.isfinite(g).all() for g in grads), name
+        assert sum(float(g.abs().sum()) for g in grads) > 0, name
+    # the language encoder's path alone moves the shared embedding table
+    student.zero_grad()
+    a, b = c.side(range(4), "a"), c.side(range(4), "b")
+    table = student.backbone.get_input_embeddings()
+    model.language_encoder(table, model.language_embeddings(a.language), a.ids, a.mask).sum().backward()
+    assert float(table.weight.grad.abs().sum()) > 0
+    assert {"translation_nll", "reconstruction_nll", "kl_sem", "kl_lang", "kl_beta", "active_units_sem",
+            "active_units_lang", "swap_nll_own", "swap_nll_swapped"} <= set(metrics)
+    assert float(metrics["kl_beta"]) == 0.0  # update 0 of a 10-step annealing
+    # z_sem alternates: on even micro-steps it reads side a, on odd ones side b (same pairs, same noise)
+    model.eval()
+    student.eval()
+    kls = []
+    for micro in (0, 1, 2):
+        torch.manual_seed(7)
+        kls.append(float(model(student, a, b, update=0, micro=micro).metrics["kl_sem"]))
+    assert kls[0] == kls[2] != kls[1]
+
+
+def test_tiny_vmsst_lowers_its_loss_and_logs_monitoring(corpora: dict[str, Path], tmp_path: Path) -> None:
+    o = VmsstObjective(batch_size=16, kl_anneal_steps=20, monitor_every=10)
+    res = _train(_settings(o, steps=60, lr=3e-3, warmup_steps=5), corpora, tmp_path / "run")
+    t = pq.read_table(tmp_path / "run" / res["tables"]["train_steps"]).to_pydict()
+    loss = t["loss"]
+    assert np.mean(loss[-8:]) < 0.8 * np.mean(loss[:8]), (loss[:8], loss[-8:])
+    assert np.mean(t["reconstruction_nll"][-8:]) < np.mean(t["reconstruction_nll"][:8])
+    assert t["kl_beta"][0] == 0.0 and t["kl_beta"][-1] == 1.0 and t["kl_beta"][10] == pytest.approx(0.5)
+    assert all(v is not None and v >= 0 for v in t["kl_sem"] + t["kl_lang"])
+    probe = [i for i, v in enumerate(t["swap_nll_own"]) if v is not None]
+    assert probe == [0, 10, 20, 30, 40, 50]  # every monitor_every updates, null otherwise
+    assert all(t["swap_nll_swapped"][i] is not None for i in probe)
+    assert 0 < t["active_units_sem"][-1] <= 32
+    assert res["stats"]["objectives"] == ["vmsst"]
+
+
+def test_export_is_mu_sem_in_sentence_transformers_format(corpora: dict[str, Path], tmp_path: Path) -> None:
+    settings = _settings(steps=3)
+    _train(settings, corpora, tmp_path / "run")
+    folder = tmp_path / "run" / "model"
+    modules = json.loads((folder / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling", "Dense"]
+    pooling = json.loads((folder / "1_Pooling" / "config.json").read_text())
+    assert pooling["pooling_mode_mean_tokens"] and not pooling["pooling_mode_cls_token"]
+    dense = json.loads((folder / "2_Dense" / "config.json").read_text())
+    assert dense["bias"] is False and dense["activation_function"].endswith("Identity")
+    texts = ["Der Hund schläft.", "The dog sleeps.", "Le chien dort dans la maison."]
+    loaded = SentenceEncoder.load(folder)
+    mine = loaded.encode(texts, normalize=False)
+    # μ_sem as the component computes it in training = the exported model's embedding
+    student, c = _component(settings, corpora)
+    student.load_state_dict(loaded.state_dict())
+    student.eval()
+    side = c.side([0, 1], "a")
+    _, mu = VmsstModel.semantic_mean(student, side)
+    ref = student.encode([c.pairs.a[0], c.pairs.a[1]], normalize=False)
+    np.testing.assert_allclose(mu.detach().numpy(), ref, atol=1e-5)
+    st = pytest.importorskip("sentence_transformers")
+    theirs = st.SentenceTransformer(str(folder), device="cpu").encode(texts, convert_to_numpy=True)
+    np.testing.assert_allclose(theirs, mine, atol=1e-5)
+
+
+def test_bitranslation_and_vmsst_contrastive_run_on_the_same_code(corpora: dict[str, Path], tmp_path: Path) -> None:
+    _, c = _component(_settings(VmsstObjective(variant="bitranslation", batch_size=8)), corpora)
+    model = c.modules["vmsst"]
+    assert not hasattr(model, "decoder") and not hasattr(model, "language_encoder")
+    loss, metrics = c.batch(0).direct()
+    assert set(metrics) == {"translation_nll", "active_units_sem"}
+    assert float(loss.detach()) == pytest.approx(2 * float(metrics["translation_nll"]), rel=1e-5)
+    o = VmsstObjective(variant="vmsst_contrastive", batch_size=8, kl_anneal_steps=1)
+    res = _train(_settings(o, steps=2), corpora, tmp_path / "vc")
+    t = pq.read_table(tmp_path / "vc" / res["tables"]["train_steps"]).to_pydict()
+    assert all(v is not None and v > 0 for v in t["contrastive_loss"])
+    _, c = _component(_settings(o), corpora)
+    assert c.contrastive_weight == 0.001 and c.elbo_weight == 0.1  # the paper's random-init values
+    with pytest.raises(ValueError, match="contrastive_weight applies"):
+        _component(_settings(VmsstObjective(contrastive_weight=0.1)), corpora)
+
+
+def test_resume_reproduces_the_vmsst_loss_sequence(corpora: dict[str, Path], tmp_path: Path) -> None:
+    full = _settings(steps=6, checkpoint_every=3)
+    _train(full, corpora, tmp_path / "full", resume=False)
+    ref = pq.read_table(tmp_path / "full" / "train_steps.parquet").column("loss").to_pylist()
+    from models.train import train
+
+    ckpt = tmp_path / "ckpt"
+    train(dataclasses.replace(full, steps=6), {"bitext_pairs": corpora["bitext_pairs"]}, tmp_path / "part",
+          tokenizer_dir=corpora["tokenizer"], progress=False, checkpoint_dir=ckpt)
+    # resume from the step-3 checkpoint of the same run: the losses of steps 4..6 repeat exactly
+    for extra in sorted(ckpt.iterdir())[1:]:
+        import shutil
+
+        shutil.rmtree(extra)
+    train(full, {"bitext_pairs": corpora["bitext_pairs"]}, tmp_path / "resumed", tokenizer_dir=corpora["tokenizer"],
+          progress=False, checkpoint_dir=ckpt)
+    resumed = pq.read_table(tmp_path / "resumed" / "train_steps.parquet").column("loss").to_pylist()
+    assert resumed == ref
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+def test_bad_input_is_refused_before_training(corpora: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"language-embedding table does not have \(fr: "):
+        _train(_settings(VmsstObjective(languages=("en", "de"))), corpora, tmp_path / "a")
+    with pytest.raises(ValueError, match="decoder_vocab_size 30000 does not match the tokenizer's vocabulary"):
+        _train(_settings(VmsstObjective(decoder_vocab_size=30000)), corpora, tmp_path / "b")
+    with pytest.raises(ValueError, match=r"and encoder\.projection"):
+        _train(_settings(encoder=dataclasses.replace(TINY, projection=None)), corpora, tmp_path / "c")
+    bad = _write_pairs(tmp_path / "bad_pairs", {"de": [("A dog.", "Ein Hund."), ("The cat.", "   "),
+                                                       ("Two birds.", "Zwei Vögel.")]})
+    with pytest.raises(ValueError, match=r"are blank or tokenise to no token .* pair 1 side b"):
+        _train(_settings(VmsstObjective(batch_size=2)), corpora, tmp_path / "d", tables={"bitext_pairs": bad})
+    assert not any((tmp_path / d / "model").exists() for d in "abcd")
