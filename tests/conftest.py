@@ -41,6 +41,7 @@ def tiny_config_dict(data_root: Path, steps: int = 40) -> dict:
     cfg["name"] = "tiny"
     cfg["data_root"] = str(data_root)
     cfg["tokenizer"]["vocab_size"] = 2000
+    cfg["training"].pop("tiny_vmsst", None)  # tests/test_vmsst.py trains VMSST; the DAG tests need one run
     run = cfg["training"].pop("tiny_combined")
     run.update(steps=steps, warmup_steps=5)
     run["dev"]["every"] = max(1, steps // 2)

@@ -7,6 +7,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import os
+import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,7 @@ import pytest
 import torch
 from conftest import SAMPLE
 
+from models import distributed
 from models.encoder import SentenceEncoder
 from models.objectives.vmsst import gaussian_kl, kl_annealing, sequence_nll, vmsst_loss
 from models.settings import EncoderSettings, TokenizerSettings, TrainSettings, VmsstObjective
@@ -296,3 +300,58 @@ def test_bad_input_is_refused_before_training(corpora: dict[str, Path], tmp_path
     with pytest.raises(ValueError, match=r"are blank or tokenise to no token .* pair 1 side b"):
         _train(_settings(VmsstObjective(batch_size=2)), corpora, tmp_path / "d", tables={"bitext_pairs": bad})
     assert not any((tmp_path / d / "model").exists() for d in "abcd")
+
+
+# ---------------------------------------------------------------------------------------------- distributed
+VARIANTS = ("vmsst", "vmsst_contrastive")
+
+
+def _gradients(corpora: dict[str, Path], variant: str) -> dict[str, torch.Tensor]:
+    """Gradients of update 2 (β 0.5, z_sem on side a) of a 16-pair batch, summed over ranks when distributed."""
+    settings = _settings(VmsstObjective(variant=variant, batch_size=16, kl_anneal_steps=4, contrastive_weight=0.5
+                                        if variant == "vmsst_contrastive" else None))
+    student, c = _component(settings, corpora)
+    loss, _ = c.batch(2).direct()
+    loss.backward()
+    named = {**{f"student.{k}": p for k, p in student.named_parameters()},
+             **{f"vmsst.{k}": p for k, p in c.modules.named_parameters()}}
+    params = list({id(p): p for p in named.values()}.values())
+    distributed.all_reduce_gradients(params)
+    return {k: p.grad.clone() for k, p in named.items() if p.grad is not None}
+
+
+def _rank_worker(rank: int, world: int, port: int, bitext: str, tokenizer: str, out: str) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    assert distributed.init_process_group_from_env("gloo")
+    try:
+        corpora = {"bitext_pairs": Path(bitext), "tokenizer": Path(tokenizer)}
+        results = {v: _gradients(corpora, v) for v in VARIANTS}
+        if rank == 0:
+            torch.save(results, Path(out) / "rank0.pt")
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_two_gloo_ranks_give_the_single_process_gradients(corpora: dict[str, Path], tmp_path: Path) -> None:
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        port = int(sock.getsockname()[1])
+    ctx = mp.spawn(_rank_worker, args=(2, port, str(corpora["bitext_pairs"]), str(corpora["tokenizer"]),
+                                       str(tmp_path)), nprocs=2, join=False)
+    deadline = time.monotonic() + 180
+    while not ctx.join(timeout=1):
+        if time.monotonic() > deadline:
+            for proc in ctx.processes:
+                proc.terminate()
+            pytest.fail("the 2-process gloo run did not finish within 180 s")
+    ranks = torch.load(tmp_path / "rank0.pt", weights_only=False)
+    for variant in VARIANTS:
+        single = _gradients(corpora, variant)
+        assert ranks[variant].keys() == single.keys()
+        assert max(float(g.abs().max()) for g in single.values()) > 1e-2
+        for k, g in single.items():  # float32 sums in another order (two shards, other padding)
+            torch.testing.assert_close(ranks[variant][k], g, atol=2e-5, rtol=1e-4, msg=lambda m, k=k: f"{k}: {m}")

@@ -30,9 +30,11 @@ class GaussianHead(nn.Module):
         return self.mu(pooled), self.logvar(pooled)
 
     @staticmethod
-    def sample(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
-        """z = μ + σ ⊙ ε, ε ~ N(0, I) (the reparameterisation trick)."""
-        return mu + torch.exp(0.5 * logvar) * torch.randn_like(mu)
+    def sample(mu: torch.Tensor, logvar: torch.Tensor, eps: torch.Tensor | None = None) -> torch.Tensor:
+        """z = μ + σ ⊙ ε, ε ~ N(0, I) (the reparameterisation trick); ``eps`` given = that noise."""
+        if eps is None:
+            eps = torch.randn_like(mu)
+        return mu + torch.exp(0.5 * logvar) * eps.to(mu.dtype)
 
 
 class LanguageEncoder(nn.Module):

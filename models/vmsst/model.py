@@ -27,7 +27,7 @@ holds the shared meaning.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -110,8 +110,11 @@ class VmsstModel(nn.Module):
         return pooled, semantic_projection(encoder)(pooled)
 
     def forward(self, encoder: SentenceEncoder, a: SideBatch, b: SideBatch, *, update: int, micro: int,
-                monitor: bool = False) -> VmsstOutput:
-        """The per-pair loss of update ``update`` (β) and micro-step ``micro`` (which side z_sem reads)."""
+                monitor: bool = False, noise: Mapping[str, torch.Tensor] | None = None) -> VmsstOutput:
+        """The per-pair loss of update ``update`` (β) and micro-step ``micro`` (which side z_sem reads). ``noise``:
+        ε for ``sem``, ``lang_a`` and ``lang_b`` (B×k each; the component draws them per global batch row, so the
+        samples do not depend on the number of ranks); fresh ``randn`` when not given."""
+        eps = noise or {}
         table = encoder.backbone.get_input_embeddings()
         lang_a, lang_b = self.language_embeddings(a.language), self.language_embeddings(b.language)
         h_a, mu_a = self.semantic_mean(encoder, a)
@@ -125,10 +128,11 @@ class VmsstModel(nn.Module):
 
         h_s, mu_s = (h_a, mu_a) if micro % 2 == 0 else (h_b, mu_b)
         logvar_s = self.semantic_logvar(h_s)
-        z_sem = GaussianHead.sample(mu_s, logvar_s)
+        z_sem = GaussianHead.sample(mu_s, logvar_s, eps.get("sem"))
         mu_la, logvar_la = self.language_head(self.language_encoder(table, lang_a, a.ids, a.mask))
         mu_lb, logvar_lb = self.language_head(self.language_encoder(table, lang_b, b.ids, b.mask))
-        z_la, z_lb = GaussianHead.sample(mu_la, logvar_la), GaussianHead.sample(mu_lb, logvar_lb)
+        z_la = GaussianHead.sample(mu_la, logvar_la, eps.get("lang_a"))
+        z_lb = GaussianHead.sample(mu_lb, logvar_lb, eps.get("lang_b"))
         reconstruction = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([z_la, z_sem], 1))
                           + self.decoder.nll(table, lang_b, b.targets, b.target_mask, torch.cat([z_lb, z_sem], 1)))
         free = self.objective.free_bits
