@@ -16,7 +16,8 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: pipeline plan test test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-eval \
-        bench-train-quality bench-vmsst-quality bench-train-overhead bench-train-gpu lint clean setup
+        bench-train-quality bench-vmsst-quality bench-vmsst-speed bench-train-overhead bench-train-gpu lint clean \
+        setup
 
 setup: $(STAMP)
 
@@ -71,6 +72,12 @@ bench-train-quality: $(STAMP)
 # VMSST vs BITRANSLATION vs CONTRASTIVE from random init on NTREX + Multi30k pivot pairs (Tatoeba, held-out xSIM)
 bench-vmsst-quality: $(STAMP)
 	$(BIN)/python -m bench.vmsst_quality
+
+# VMSST and BITRANSLATION step time relative to CONTRASTIVE on the same batch (BERT 256×4, batch 64 pairs of the
+# sample bitext, interleaved rounds, median of 20 steps) and the activation memory VMSST keeps for backward with and
+# without decoder checkpointing; CPU, or the GPU when torch sees one (bf16, + peak memory). `ARGS=--quick`: smoke test
+bench-vmsst-speed: $(STAMP)
+	$(BIN)/python -m bench.vmsst_step_time $(ARGS)
 
 # BUCC-scale mining: 100k × 100k synthetic 768-d embeddings, chunked k-NN (wall time, peak RSS)
 bench-bucc: $(STAMP)
