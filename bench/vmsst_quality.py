@@ -14,7 +14,7 @@ Protocol (the project's own stage functions, into ``--work``, rebuilt on every r
    fr, ru, it, pt, nl, tr (pairs en–x and es–x) and Multi30k's ``train`` split in en, de, fr, cs (en–x). The leakage
    guard (``pipelines.leakage``) removes every pair with a side in the evaluated Tatoeba files or in the held-out
    NTREX documents; the removed pairs are counted.
-3. Tokenizer: the pipeline's WordPiece trainer (``models.tokenizer``) on the training pairs' texts (``--vocab``).
+3. Tokenizer: the pipeline's BPE trainer (``models.tokenizer``) on the training pairs' texts (``--vocab``).
 4. Models, one per method, from the same random initialisation seed: a BERT of ``--hidden`` × ``--layers`` (4 heads,
    FFN 4 × hidden, ``max_length`` 32 as the paper) + mean pooling + a bias-free projection (the exported embedding;
    μ_sem for the generative methods). CONTRASTIVE = ``ContrastiveObjective`` (symmetric InfoNCE, τ 0.05, dropout

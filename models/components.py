@@ -375,6 +375,10 @@ class VmsstComponent(Component):
         elif o.contrastive_weight:
             raise ValueError(f"objective {name}: contrastive_weight applies to variant vmsst_contrastive, not "
                              f"{o.variant!r}")
+        for key in ("monitor_every", "free_bits", "dropout"):
+            if getattr(o, key) < 0:
+                raise ValueError(f"objective {name}: {key} must be ≥ 0 (monitor_every 0 switches the swap probe off),"
+                                 f" got {getattr(o, key)}")
         if settings.grad_cache:
             log.warning("objective %s: grad_cache applies to embedding losses; VMSST's decoders run whole (use "
                         "grad_accumulation or decoder_checkpointing to bound memory)", name)
@@ -470,7 +474,8 @@ class VmsstComponent(Component):
         rows = self.local(list(idx))
         a, b = self.side(rows, "a"), self.side(rows, "b")
         update, total = step // self.accum, len(idx)
-        monitor = step % self.accum == 0 and update % max(1, self.objective.monitor_every) == 0
+        every = self.objective.monitor_every
+        monitor = every > 0 and step % self.accum == 0 and update % every == 0
         meaning = self.ids(self.pairs.meaning[idx]) if self.contrastive_weight else None
         model = self.modules["vmsst"]
         noise = None

@@ -14,7 +14,7 @@ _STRICT = {"extra": "forbid"}
 
 @dataclass(frozen=True)
 class TokenizerSettings:
-    """WordPiece tokenizer trained on the pipeline's own corpora (no hub download needed)."""
+    """BPE tokenizer (``models.tokenizer``) trained on the pipeline's own corpora (no hub download needed)."""
 
     __pydantic_config__ = _STRICT
     vocab_size: int = 8000
@@ -179,10 +179,12 @@ class VmsstObjective:
     clamped at free_bits / latent size). ``languages``: the language-embedding table (every language of the corpus
     when empty; a pair in another language is refused before training). ``language_layers``: depth of the
     language encoder (the semantic encoder's when unset); the decoder has ``decoder_layers`` (1 in the paper).
+    ``decoder_heads`` and ``decoder_intermediate_size`` (the semantic encoder's when unset) size the attention and
+    feed-forward of the decoders *and* of the language encoder (the paper gives the two one width).
     ``dropout`` applies to the language encoder and the decoders (the paper uses none for VMSST).
-    ``decoder_vocab_size`` must equal the tokenizer's vocabulary when given. ``monitor_every``: swap probe interval
-    (``train_steps.swap_nll_own`` / ``swap_nll_swapped``). ``decoder_checkpointing`` recomputes the decoders
-    (logits included) in the backward pass."""
+    ``decoder_vocab_size`` must equal the tokenizer's vocabulary when given. ``monitor_every``: swap probe interval in
+    updates, from update 0 (``train_steps.swap_nll_own`` / ``swap_nll_swapped``; 0 switches the probe off).
+    ``decoder_checkpointing`` recomputes the decoders (logits included) in the backward pass."""
 
     __pydantic_config__ = _STRICT
     kind: Literal["vmsst"] = "vmsst"

@@ -50,7 +50,7 @@ def _sample_rows() -> dict[str, list[tuple[str, str]]]:
 
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The sample's en-de / en-fr bitext as ``bitext_pairs`` and a WordPiece tokenizer trained on it."""
+    """The sample's en-de / en-fr bitext as ``bitext_pairs`` and a BPE tokenizer trained on it."""
     from models.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("vmsst")
@@ -257,6 +257,11 @@ def test_bitranslation_and_vmsst_contrastive_run_on_the_same_code(corpora: dict[
     loss, metrics = c.batch(0).direct()
     assert set(metrics) == {"translation_nll", "active_units_sem"}
     assert float(loss.detach()) == pytest.approx(2 * float(metrics["translation_nll"]), rel=1e-5)
+    # active units of z_sem count over μ_sem of both sides in every variant: same student, same batch → same count
+    _, cv = _component(_settings(VmsstObjective(batch_size=8, monitor_every=0)), corpora)
+    _, vmsst_metrics = cv.batch(0).direct()
+    assert float(vmsst_metrics["active_units_sem"]) == float(metrics["active_units_sem"]) > 0
+    assert "swap_nll_own" not in vmsst_metrics  # monitor_every 0: no swap probe, not even at update 0
     o = VmsstObjective(variant="vmsst_contrastive", batch_size=8, kl_anneal_steps=1)
     res = _train(_settings(o, steps=2), corpora, tmp_path / "vc")
     t = pq.read_table(tmp_path / "vc" / res["tables"]["train_steps"]).to_pydict()
@@ -299,7 +304,9 @@ def test_bad_input_is_refused_before_training(corpora: dict[str, Path], tmp_path
                                                        ("Two birds.", "Zwei Vögel.")]})
     with pytest.raises(ValueError, match=r"are blank or tokenise to no token .* pair 1 side b"):
         _train(_settings(VmsstObjective(batch_size=2)), corpora, tmp_path / "d", tables={"bitext_pairs": bad})
-    assert not any((tmp_path / d / "model").exists() for d in "abcd")
+    with pytest.raises(ValueError, match="monitor_every must be ≥ 0"):
+        _train(_settings(VmsstObjective(monitor_every=-1)), corpora, tmp_path / "e")
+    assert not any((tmp_path / d / "model").exists() for d in "abcde")
 
 
 # ---------------------------------------------------------------------------------------------- distributed

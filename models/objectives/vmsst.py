@@ -48,7 +48,11 @@ def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor, free_bits: float = 0.0) 
 
 
 def sequence_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per-row negative log-likelihood, summed over the target tokens where ``mask`` is 1 (B×T×V logits, B×T ids)."""
+    """Per-row negative log-likelihood, summed over the target tokens where ``mask`` is 1 (B×T×V logits, B×T ids).
+
+    The cross-entropy runs in float32 (autocast would upcast it anyway: bf16 log-softmax over a large vocabulary
+    loses the small probabilities), so backward keeps one fp32 B×T×V log-softmax per call; the decoder's
+    ``checkpointing`` recomputes it instead of keeping it."""
     if logits.shape[:2] != targets.shape or targets.shape != mask.shape:
         raise ValueError(f"sequence_nll: logits {tuple(logits.shape)}, targets {tuple(targets.shape)} and mask "
                          f"{tuple(mask.shape)} do not line up (B×T×V, B×T, B×T)")

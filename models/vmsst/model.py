@@ -20,7 +20,8 @@ Both decoders are shared by all languages; the target language enters as the dec
 
 Monitoring (detached scalars, logged into ``train_steps``): per-sentence translation and reconstruction NLL, KL per
 variable (sem, lang: per sentence), β, active units (dimensions whose μ varies across the batch with Var ≥ 0.01, BGT's
-``au``) of z_sem and of the language variables, and every ``monitor_every`` steps the swap probe: the reconstruction
+``au``) of z_sem (over μ_sem of both sides, in every variant, so the column compares across variants) and of the
+language variables, and every ``monitor_every`` updates (0: never) the swap probe: the reconstruction
 NLL of each sentence from its own z_sem versus from its translation's (posterior means) — nearly equal when z_sem
 holds the shared meaning.
 """
@@ -142,8 +143,8 @@ class VmsstModel(nn.Module):
         loss = vmsst_loss(translation, reconstruction, kl_sem + kl_lang, elbo_weight=self.elbo_weight, beta=beta)
         metrics.update({
             "reconstruction_nll": reconstruction.detach().mean() / 2, "kl_sem": kl_sem.detach().mean(),
-            "kl_lang": kl_lang.detach().mean() / 2, "kl_beta": torch.tensor(beta),
-            "active_units_sem": _active_units(mu_s), "active_units_lang": _active_units(torch.cat([mu_la, mu_lb]))})
+            "kl_lang": kl_lang.detach().mean() / 2, "kl_beta": torch.full((), beta, device=mu_s.device),
+            "active_units_lang": _active_units(torch.cat([mu_la, mu_lb]))})
         if monitor:
             with torch.no_grad():
                 own = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([mu_la, mu_a], 1))
@@ -157,5 +158,5 @@ class VmsstModel(nn.Module):
 def _active_units(mu: torch.Tensor, threshold: float = 0.01) -> torch.Tensor:
     """Dimensions whose posterior mean varies across the rows with Var ≥ ``threshold`` (BGT's ``au``)."""
     if mu.shape[0] < 2:
-        return torch.tensor(float("nan"))
+        return torch.full((), float("nan"), device=mu.device)
     return (mu.detach().float().var(0) >= threshold).sum().float()
