@@ -25,8 +25,8 @@ Protocol (rebuilt on every run under ``--work``):
    trainer's parameter groups (unique parameters; fused on CUDA), and every method starts from the same initial
    encoder weights:
    CONTRASTIVE = ``ContrastiveObjective(data="bitext_pairs", batch_size=--batch, temperature=0.05, symmetric=True)``;
-   VMSST = ``VmsstObjective(batch_size=--batch, kl_anneal_steps=1000, monitor_every=10**9)`` (the swap probe then
-   runs at update 0 only, which is a warm-up step); BITRANSLATION = ``VmsstObjective(variant="bitranslation",
+   VMSST = ``VmsstObjective(batch_size=--batch, kl_anneal_steps=1000, monitor_every=0)`` (no swap probe: a
+   monitoring extra, not part of a step); BITRANSLATION = ``VmsstObjective(variant="bitranslation",
    batch_size=--batch)``.
 4. Same batch: every method draws step ``i``'s pairs from a ``BatchPlan`` of the same corpus, seed and batch size, so
    in round ``i`` all methods train on the same pairs (checked before timing).
@@ -136,7 +136,7 @@ def objective_for(method: str, batch: int, *, decoder_checkpointing: bool = Fals
     if method == "CONTRASTIVE":
         return ContrastiveObjective(data="bitext_pairs", batch_size=batch, temperature=0.05, symmetric=True)
     if method == "VMSST":
-        return VmsstObjective(batch_size=batch, kl_anneal_steps=1000, monitor_every=10**9,
+        return VmsstObjective(batch_size=batch, kl_anneal_steps=1000, monitor_every=0,
                               decoder_checkpointing=decoder_checkpointing)
     if method == "BITRANSLATION":
         return VmsstObjective(variant="bitranslation", batch_size=batch, decoder_checkpointing=decoder_checkpointing)
