@@ -117,12 +117,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             summary = summary_dict(run_pipeline(cfg, Path(args.config), execute_local, force=force))
         else:
-            from flows.pipeline import polysent_pipeline, task_runner
+            from flows.pipeline import polysent_pipeline
 
-            flow = polysent_pipeline
-            if args.dask is not None:
-                flow = polysent_pipeline.with_options(task_runner=task_runner(args.dask))
-            summary = flow(str(args.config), str(cfg.data_root), force)
+            execution = None
+            if args.dask is not None:  # --dask [ADDRESS] overrides the config's execution section
+                execution = {"runner": "dask", "workers": cfg.execution.workers,
+                             "address": None if args.dask == "local" else args.dask}
+            summary = polysent_pipeline(str(args.config), str(cfg.data_root), force, execution)
     except Exception as exc:  # a node failed: Prefect has logged the traceback
         log.error("pipeline failed: %s: %s", type(exc).__name__, exc)
         return 1
@@ -270,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="run nodes (e.g. the shards of a Wikipedia dump) on a Dask cluster: a scheduler address "
                         "(tcp://host:8786; the data root must be a shared file system) or, without one, a local "
-                        "cluster of one process per core (needs the extra 'dask')")
+                        "cluster of execution.workers processes (needs the extra 'dask'); overrides the config's "
+                        "execution section")
     r.set_defaults(fn=cmd_run)
     pl = sub.add_parser("plan", help="print the DAG with each node's cache key and hit/miss; runs nothing")
     with_config(pl)

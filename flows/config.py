@@ -12,10 +12,10 @@ import importlib.util
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError, model_validator
 
 from models.settings import EvaluationSettings, Objective, TokenizerSettings, TrainSettings
 from pipelines.bitext.sampling import BitextSettings
@@ -69,6 +69,25 @@ class Corpora(_Strict):
     eval_sets: EvalSetsSettings = Field(default_factory=EvalSetsSettings)
 
 
+class Execution(_Strict):
+    """Where the nodes run. Never part of a cache key: the runner changes when and where a node is built, not what
+    it builds (the artifacts are byte-identical on every runner; ``tests/test_scale_out.py``)."""
+
+    runner: Literal["threads", "dask"] = Field(
+        "threads", description="threads: Prefect's thread pool in this process; dask: prefect-dask's DaskTaskRunner "
+                               "(extra 'dask'), one Dask task per node (each dump shard and language is a node)")
+    workers: int = Field(2, ge=1, description="threads: nodes built at once; dask without an address: the local "
+                                              "cluster's worker processes (one thread each)")
+    address: str | None = Field(None, description="dask: a running scheduler (tcp://host:8786) — the data root "
+                                                  "must then be a file system every worker mounts at the same path")
+
+    @model_validator(mode="after")
+    def _address_needs_dask(self) -> Execution:
+        if self.address is not None and self.runner != "dask":
+            raise ValueError(f"address {self.address!r} is a Dask scheduler; set runner: dask to use it")
+        return self
+
+
 class PipelineConfig(_Strict):
     name: str
     data_root: Path = Path("data")
@@ -78,6 +97,7 @@ class PipelineConfig(_Strict):
     training: dict[str, TrainSettings] = Field(default_factory=dict)
     evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
+    execution: Execution = Field(default_factory=Execution)
 
 
 class ConfigError(Exception):

@@ -15,8 +15,8 @@ inside ``run`` so that planning and SQL never pay for torch.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import graphlib
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +97,27 @@ def _result(d: dict) -> StageResult:
     return StageResult(tables=d.get("tables", {}), stats=d.get("stats", {}))
 
 
+class BuiltOnce:
+    """A value built on first call and kept, thread-safe; picklable (unlike a ``functools.cache``'d local function,
+    which pickles by name and cannot be found) so the nodes that share it can be shipped to Dask workers — each
+    worker process builds its own copy on first use."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build, self._value, self._lock = build, None, threading.Lock()
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if self._value is None:
+                self._value = self._build()
+            return self._value
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"build": self._build}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["build"])
+
+
 def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
     nodes: dict[str, Node] = {}
     src = cfg.sources
@@ -115,11 +136,12 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
     leak_files = leak.files() if leak.eval_sets else {}
     leak_cfg = portable(leak)
 
-    @functools.cache  # the corpus nodes of one run read the evaluation sets once
-    def leakage_index() -> Any:
+    def read_leakage_index() -> Any:
         from pipelines.leakage import EvalTextIndex
 
         return EvalTextIndex.from_settings(leak)
+
+    leakage_index = BuiltOnce(read_leakage_index)  # the corpus nodes of one run read the evaluation sets once
 
     if src.xnli is not None:
         xsrc = src.xnli

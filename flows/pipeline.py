@@ -14,9 +14,9 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
-from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from flows.config import load_config
+from flows.config import Execution, PipelineConfig, load_config
 from flows.dag import Node, topological
 from flows.nodes import NodeResult, RunContext, execute
 from flows.run import run_pipeline, summary_dict
@@ -38,31 +38,54 @@ def prefect_executor(nodes: Mapping[str, Node], ctx: RunContext) -> dict[str, No
     return {name: fut.result() for name, fut in futures.items()}
 
 
-def task_runner(address: str) -> object:
-    """A ``DaskTaskRunner`` for ``polysent run --dask [ADDRESS]``: nodes become Dask tasks, so a dump's shards and
-    the languages spread over the cluster's workers. ``local`` starts one single-threaded worker process per core.
+def task_runner(execution: Execution) -> TaskRunner:
+    """The task runner the config's ``execution`` section names.
 
-    Workers must be non-daemonic: a shard node starts its own worker processes (``corpora.wiki.processes``).
+    ``threads``: Prefect's thread pool (``workers`` nodes at once). ``dask``: prefect-dask's ``DaskTaskRunner``, each
+    node a Dask task, so a dump's shards and the languages spread over the workers — on a running scheduler
+    (``address``) or on a ``LocalCluster`` of ``workers`` single-threaded processes. Dask workers are made
+    non-daemonic: a shard node starts its own worker processes (``corpora.wiki.processes``).
     """
-    import os
-
-    import dask
-    import distributed
-    from prefect_dask import DaskTaskRunner
-
+    if execution.runner == "threads":
+        return ThreadPoolTaskRunner(max_workers=execution.workers)
+    try:
+        import dask
+        import distributed
+        from prefect_dask import DaskTaskRunner
+    except ImportError as exc:
+        raise RuntimeError("execution.runner: dask needs the extra 'dask' (pip install 'polysent[dask]', i.e. "
+                           f"prefect-dask): {exc}") from exc
     dask.config.set({"distributed.worker.daemon": False})
-    if address != "local":
-        return DaskTaskRunner(address=address)
+    if execution.address is not None:
+        return DaskTaskRunner(address=execution.address)
     return DaskTaskRunner(cluster_class=distributed.LocalCluster,
-                          cluster_kwargs={"n_workers": os.cpu_count() or 1, "threads_per_worker": 1,
+                          cluster_kwargs={"n_workers": execution.workers, "threads_per_worker": 1,
                                           "processes": True, "dashboard_address": None})
 
 
-@flow(name="polysent-pipeline", persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2),
-      validate_parameters=True)
-def polysent_pipeline(config_path: str, data_root: str | None = None, force: bool = False) -> dict:
-    """Run the pipeline a config describes; returns a JSON-able summary (for deployments and schedules)."""
-    path = Path(config_path)
-    cfg = load_config(path, Path(data_root) if data_root else None)
-    summary = run_pipeline(cfg, path, prefect_executor, force=force)
-    return summary_dict(summary)
+def _config(config_path: str, data_root: str | None, execution: dict | None) -> PipelineConfig:
+    cfg = load_config(Path(config_path), Path(data_root) if data_root else None)
+    if execution is not None:
+        cfg = cfg.model_copy(update={"execution": Execution.model_validate(execution)})
+    return cfg
+
+
+@flow(name="polysent-nodes", persist_result=False)
+def build_nodes(config_path: str, data_root: str | None = None, force: bool = False,
+                execution: dict | None = None) -> dict:
+    """The DAG's nodes as tasks, on the task runner the caller set from ``execution`` (``with_options``)."""
+    cfg = _config(config_path, data_root, execution)
+    return summary_dict(run_pipeline(cfg, Path(config_path), prefect_executor, force=force))
+
+
+@flow(name="polysent-pipeline", persist_result=False, validate_parameters=True)
+def polysent_pipeline(config_path: str, data_root: str | None = None, force: bool = False,
+                      execution: dict | None = None) -> dict:
+    """Run the pipeline a config describes; returns a JSON-able summary (for deployments and schedules).
+
+    The nodes run in a subflow whose task runner the config's ``execution`` section chooses (``execution`` given
+    here, e.g. by ``polysent run --dask``, overrides it), so a served or deployed pipeline scales out as configured.
+    """
+    cfg = _config(config_path, data_root, execution)
+    runner = task_runner(cfg.execution)
+    return build_nodes.with_options(task_runner=runner)(config_path, data_root, force, execution)

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import random
 import tempfile
 import time
@@ -286,13 +287,22 @@ def _deterministic_workers(settings: EntityVectorSettings) -> Iterator[None]:
     wikipedia2vec's worker initialiser calls ``np.random.seed()`` (OS entropy) and draws its C++ ``mt19937`` seed
     from it; with ``pool_size == 1`` there are no concurrent updates either, so seeding that call from
     ``settings.seed`` makes the model identical from run to run (the artifact is then byte-reproducible, which the
-    pipeline's kill-and-rerun guarantee needs). The forked worker inherits the patched function; it is restored here.
-    With several workers updates race (Hogwild), so nothing is patched.
+    pipeline's kill-and-rerun guarantee needs). The worker inherits the patched function only when it is *forked*:
+    wikipedia2vec's ``Pool`` takes the default start method, which is ``spawn`` inside a process that was itself
+    spawned (a Dask worker: ``polysent run --dask``; macOS) — so the default is set to ``fork`` for the duration
+    where the platform has it (found by the Dask scale-out test: different vectors than the thread pool's). Both are
+    restored here. With several workers updates race (Hogwild), so nothing is patched.
     """
     if settings.pool_size != 1:
         yield
         return
     original = np.random.seed
+    method = multiprocessing.get_start_method(allow_none=True)
+    if "fork" in multiprocessing.get_all_start_methods():
+        multiprocessing.set_start_method("fork", force=True)
+    else:  # pragma: no cover - Windows
+        log.warning("entity vectors: this platform cannot fork, so the training worker reseeds from OS entropy and "
+                    "the vectors differ from run to run")
 
     def seed(value: Any = None) -> None:
         original(settings.seed % 2**32 if value is None else value)
@@ -302,6 +312,7 @@ def _deterministic_workers(settings: EntityVectorSettings) -> Iterator[None]:
         yield
     finally:
         np.random.seed = original
+        multiprocessing.set_start_method(method, force=True)
 
 
 def _size(path: Path) -> str:
