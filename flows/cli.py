@@ -1,4 +1,4 @@
-"""``polysent`` command line: run, plan, validate, sql, report.
+"""``polysent`` command line: run, serve, deploy, plan, validate, sql, report.
 
 Exit codes: 0 success, 1 a node failed (or, for ``report``, an unreadable results table), 2 invalid configuration or
 usage (nothing was run or written). Prefect is imported only by ``run`` (it costs seconds); ``plan``, ``validate``,
@@ -18,6 +18,7 @@ OFFLINE_ENV = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "PREFECT_LOGGING_LEVEL": "WARNING",
     "PREFECT_LOGGING_EXTRA_LOGGERS": "polysent",
+    "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",
     "HF_HUB_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
@@ -128,6 +129,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         log.error("pipeline failed: %s: %s", type(exc).__name__, exc)
         return 1
     _print_summary(summary)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    if cfg is None:
+        return 2
+    from flows.schedule import serve
+
+    try:
+        serve(args.config, args.cron, name=args.name or cfg.name, data_root=args.data_root, force=args.force,
+              port=args.port)
+    except KeyboardInterrupt:
+        return 0
+    except RuntimeError as exc:
+        logging.getLogger("polysent").error("%s", exc)
+        return 1
+    return 0
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    if cfg is None:
+        return 2
+    from flows.schedule import deploy
+
+    try:
+        deployment_id = deploy(args.config, args.cron, name=args.name or cfg.name, work_pool=args.pool,
+                               data_root=args.data_root, force=args.force)
+    except RuntimeError as exc:
+        logging.getLogger("polysent").error("%s", exc)
+        return 1
+    print(f"deployment polysent-pipeline/{args.name or cfg.name}: {deployment_id}\n"
+          f"run it now: prefect deployment run 'polysent-pipeline/{args.name or cfg.name}'; workers: "
+          f"prefect worker start --pool {args.pool}")
     return 0
 
 
@@ -274,6 +310,23 @@ def main(argv: list[str] | None = None) -> int:
                         "cluster of execution.workers processes (needs the extra 'dask'); overrides the config's "
                         "execution section")
     r.set_defaults(fn=cmd_run)
+    sv = sub.add_parser("serve", help="run the pipeline on a cron schedule until interrupted (PREFECT_API_URL, "
+                                      "else a local Prefect server on 127.0.0.1 that it starts and stops)")
+    with_config(sv)
+    sv.add_argument("--cron", required=True, help='cron schedule, e.g. "0 3 * * 0" (Sundays at 03:00)')
+    sv.add_argument("--name", default=None, help="deployment name (default: the config's name)")
+    sv.add_argument("--force", action="store_true", help="every scheduled run rebuilds every node")
+    sv.add_argument("--port", type=int, default=None, help="port of the local server (default: a free one)")
+    sv.set_defaults(fn=cmd_serve)
+    dp = sub.add_parser("deploy", help="register the pipeline as a deployment on your Prefect server "
+                                       "(PREFECT_API_URL), run by a work pool's workers")
+    with_config(dp)
+    dp.add_argument("--pool", required=True, help="work pool (e.g. a process pool: prefect work-pool create NAME "
+                                                  "--type process)")
+    dp.add_argument("--cron", default=None, help="cron schedule (default: none, run on demand)")
+    dp.add_argument("--name", default=None, help="deployment name (default: the config's name)")
+    dp.add_argument("--force", action="store_true", help="every run rebuilds every node")
+    dp.set_defaults(fn=cmd_deploy)
     pl = sub.add_parser("plan", help="print the DAG with each node's cache key and hit/miss; runs nothing")
     with_config(pl)
     pl.set_defaults(fn=cmd_plan)
