@@ -369,12 +369,21 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    res = train(job.settings, {k: Path(v) for k, v in job.tables.items()}, Path(job.out), run_name=job.run,
-                tokenizer_dir=Path(job.tokenizer) if job.tokenizer else None,
-                dev_tables={k: Path(v) for k, v in job.dev_tables.items()},
-                checkpoint_dir=Path(job.checkpoints) if job.checkpoints else None,
-                resume=job.resume and not a.no_resume, progress=not a.quiet)
-    print(json.dumps(res["stats"], indent=2))
+    try:
+        res = train(job.settings, {k: Path(v) for k, v in job.tables.items()}, Path(job.out), run_name=job.run,
+                    tokenizer_dir=Path(job.tokenizer) if job.tokenizer else None,
+                    dev_tables={k: Path(v) for k, v in job.dev_tables.items()},
+                    checkpoint_dir=Path(job.checkpoints) if job.checkpoints else None,
+                    resume=job.resume and not a.no_resume, progress=not a.quiet)
+        if distributed.rank() == 0:  # under torchrun every rank returns the same stats: print them once
+            print(json.dumps(res["stats"], indent=2))
+        if distributed.is_distributed():
+            torch.distributed.barrier()  # on success only: a failed rank must exit, not wait for the others
+    finally:
+        # shut gloo/NCCL down before the interpreter does: a process group left to exit-time teardown can abort a
+        # rank ("terminate called without an active exception") after a successful run, failing the torchrun job
+        if distributed.is_distributed():
+            torch.distributed.destroy_process_group()
     return 0
 
 

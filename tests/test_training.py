@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -372,6 +373,34 @@ def test_two_gloo_processes_train_like_one_process_with_the_whole_batch(tmp_path
     ref = pq.read_table(tmp_path / "single" / "train_objective_losses.parquet").to_pydict()
     assert per["objective"] == ref["objective"]
     np.testing.assert_allclose(per["loss"][:3], ref["loss"][:3], rtol=1e-5)  # step 1: same weights, same batch
+
+
+@pytest.mark.slow
+def test_torchrun_two_cpu_processes_match_one_process_with_the_whole_batch(tmp_path: Path,
+                                                                          corpora: dict[str, Path]) -> None:
+    """The documented launch, for real: ``torchrun --nproc-per-node 2 -m models.train --config job.yaml`` on gloo
+    (CPU) trains MPCL (all-gathered group ids) + in-batch contrastive (all-gathered negatives) with the loss sequence
+    of ``python -m models.train`` on the same job in one process; only rank 0 writes the run's tables and model."""
+    settings = {"objectives": [{"kind": "mpcl", "batch_size": 4, "languages": list(LANGS)},
+                               {"kind": "contrastive", "data": "bitext_pairs", "batch_size": 8}],
+                "encoder": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64,
+                            "max_length": 32, "dropout": 0.0},
+                "steps": 4, "lr": 1e-3, "warmup_steps": 2, "seed": 3, "device": "cpu"}
+    tables = {k: str(corpora[k]) for k in ("xnli_groups", "bitext_pairs")}
+    outs = {}
+    for name, launcher in (("single", [sys.executable, "-m", "models.train"]),
+                           ("torchrun", [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                         "--nproc-per-node", "2", "-m", "models.train"])):
+        job = {"run": name, "out": str(tmp_path / name), "tokenizer": str(corpora["tokenizer"]), "tables": tables,
+               "settings": settings}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(job))
+        proc = subprocess.run([*launcher, "--config", str(tmp_path / f"{name}.yaml"), "--quiet"], cwd=REPO,
+                              capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json.loads(proc.stdout)["world_size"] == (2 if name == "torchrun" else 1)  # rank 0 prints stats
+        outs[name] = tmp_path / name
+    assert json.loads((outs["torchrun"] / "model" / "modules.json").read_text())  # rank 0 exported the model
+    np.testing.assert_allclose(_losses(outs["torchrun"]), _losses(outs["single"]), rtol=1e-4)
 
 
 def test_gradient_checkpointing_and_accumulation(tmp_path: Path, corpora: dict[str, Path]) -> None:
