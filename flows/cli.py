@@ -1,4 +1,4 @@
-"""``polysent`` command line: run, serve, deploy, plan, validate, sql, report.
+"""``polysent`` command line: run, serve, deploy, push, pull, plan, validate, sql, report.
 
 Exit codes: 0 success, 1 a node failed (or, for ``report``, an unreadable results table), 2 invalid configuration or
 usage (nothing was run or written). Prefect is imported only by ``run`` (it costs seconds); ``plan``, ``validate``,
@@ -167,6 +167,35 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sync(args: argparse.Namespace) -> int:
+    """push / pull: the data root's artifacts to or from an fsspec URL (warehouse.remote)."""
+    from warehouse import remote
+    from warehouse.layout import DataRoot
+
+    if args.command == "push":
+        root = _data_root(args, "push")
+        if root is None:
+            return 2
+        counts = remote.push(root.root, args.url)
+    else:
+        root_path = args.data_root or os.environ.get("POLYSENT_DATA_ROOT") or "data"
+        if args.config:
+            cfg = _load(args)
+            if cfg is None:
+                return 2
+            root_path = cfg.data_root
+        root = DataRoot.at(root_path)
+        try:
+            counts = remote.pull(args.url, root.root)
+        except ValueError as exc:
+            logging.getLogger("polysent").error("%s", exc)
+            return 1
+    print(f"{args.command} {args.url}: {counts.summary()}")
+    for line in counts.skipped:
+        print(f"  skipped {line}")
+    return 0
+
+
 def _print_summary(s: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -327,6 +356,15 @@ def main(argv: list[str] | None = None) -> int:
     dp.add_argument("--name", default=None, help="deployment name (default: the config's name)")
     dp.add_argument("--force", action="store_true", help="every run rebuilds every node")
     dp.set_defaults(fn=cmd_deploy)
+    for name, text in (("push", "upload the data root's published, intact artifacts to an fsspec URL (s3://, gs://, "
+                                "file://, …; the manifest last, so readers never see half an artifact)"),
+                       ("pull", "download the artifacts at an fsspec URL that the data root lacks (verified, then "
+                                "published by rename); the next run finds them as cache hits")):
+        sp = sub.add_parser(name, help=text)
+        sp.add_argument("url", help="e.g. s3://bucket/polysent (needs s3fs), file:///mnt/shared/polysent")
+        sp.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
+        sp.add_argument("--config", type=Path, default=None, help="take the data root from this config")
+        sp.set_defaults(fn=cmd_sync)
     pl = sub.add_parser("plan", help="print the DAG with each node's cache key and hit/miss; runs nothing")
     with_config(pl)
     pl.set_defaults(fn=cmd_plan)
