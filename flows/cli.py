@@ -108,7 +108,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     loaded = _load_dag(args)
     if loaded is None:
         return 2
-    cfg, _nodes = loaded
+    cfg, nodes = loaded
+    from flows.run import missing_inputs
+
+    missing = missing_inputs(nodes)
+    if missing:
+        print(f"polysent: {args.config}: {len(missing)} input file(s) do not exist (download or fix the paths "
+              "first; `polysent plan` shows the nodes they block):\n  " + "\n  ".join(missing), file=sys.stderr)
+        return 2
     force = args.force or os.environ.get("FORCE", "").lower() in ("1", "true", "yes")
     log = logging.getLogger("polysent")
     try:
@@ -118,6 +125,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             summary = summary_dict(run_pipeline(cfg, Path(args.config), execute_local, force=force))
         else:
+            from flows.prefect_db import quarantine_corrupt_database
+
+            quarantine_corrupt_database()  # a damaged Prefect database would otherwise time out every run
             from flows.pipeline import polysent_pipeline
 
             execution = None
@@ -136,8 +146,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cfg = _load(args)
     if cfg is None:
         return 2
+    from flows.prefect_db import quarantine_corrupt_database
     from flows.schedule import serve
 
+    quarantine_corrupt_database()
     try:
         serve(args.config, args.cron, name=args.name or cfg.name, data_root=args.data_root, force=args.force,
               port=args.port)

@@ -61,16 +61,20 @@ def add_wiki_nodes(cfg: PipelineConfig, src: WikipediaSource, add: Callable[[Any
 
     shards_of: dict[str, list[str]] = {}
     for lang, dump in sorted(src.dumps.items()):
-        if not dump.is_file():
-            raise FileNotFoundError(f"sources.wikipedia.dumps.{lang}: {dump} does not exist")
-        index = multistream_index(dump, src.indexes.get(lang))
-        kind = dump_kind(dump)
         files = {f"dump/{lang}/{dump.name}": dump}
-        if index is not None and kind == "bz2-multistream":
-            files[f"index/{lang}/{index.name}"] = index
+        if not dump.is_file():
+            # not downloaded yet: the shards depend on the file's size, so the language gets one placeholder shard
+            # whose input is the missing file — `polysent plan` lists it as an error (downstream: blocked) and
+            # `polysent run` refuses before building anything (flows.run.missing_inputs)
+            index, kind, ranges = None, "missing", [(0, 0)]
         else:
-            index = None
-        ranges = shard_ranges(dump, wiki.shard_bytes, kind)
+            index = multistream_index(dump, src.indexes.get(lang))
+            kind = dump_kind(dump)
+            if index is not None and kind == "bz2-multistream":
+                files[f"index/{lang}/{index.name}"] = index
+            else:
+                index = None
+            ranges = shard_ranges(dump, wiki.shard_bytes, kind)
         names = []
         for i, (a, b) in enumerate(ranges):
             name = f"wiki_shard.{lang}.{i:04d}"

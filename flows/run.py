@@ -46,10 +46,20 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
+def missing_inputs(nodes: Mapping[str, Node]) -> list[str]:
+    """``node: path`` for every input file of the DAG that does not exist (a dump not downloaded yet, a moved file)."""
+    return [f"{n}: {path}" for n, node in sorted(nodes.items()) for path in node.files.values()
+            if not Path(path).exists()]
+
+
 def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, force: bool = False,
                  run_id: str | None = None) -> RunSummary:
     t0 = time.perf_counter()
     nodes = build_dag(cfg)
+    missing = missing_inputs(nodes)
+    if missing:  # refuse before any node starts, rather than fail halfway through the DAG
+        raise FileNotFoundError(f"{config_path}: {len(missing)} input file(s) do not exist (download or fix the "
+                                "paths first; `polysent plan` shows the nodes they block):\n  " + "\n  ".join(missing))
     root = DataRoot.at(cfg.data_root)
     store = ArtifactStore(root)
     store.sweep_tmp()
@@ -69,8 +79,13 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
         record.status = "failed"
         record.finished_at = dt.datetime.now(dt.UTC)
         record.seconds = time.perf_counter() - t0
-        record.write(root)
-        hashes.save()
+        # Bookkeeping must not replace the error that failed the run: with a full disk (tests/faults) writing the run
+        # record fails too, and that second OSError used to surface instead of the node's (naming runs/…parquet).
+        try:
+            record.write(root)
+            hashes.save()
+        except OSError as book:
+            log.warning("could not record run %s as failed (%s); the next run marks it 'killed'", run_id, book)
         raise
     hashes.save()
     write_run_nodes(root, run_id, [

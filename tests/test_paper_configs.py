@@ -3,8 +3,10 @@ offline — no socket opened, no hub id resolved, no torch / transformers / hugg
 reads only remote sources (hub ids; for EASE, dumps whose file names are those of the dumps.wikimedia.org URLs the
 file lists), with the paper values of methods.md §13 pinned.
 
-EASE's dumps cannot be URLs (``sources.wikipedia.dumps`` are local paths the DAG measures to cut shards), so its plan
-runs on a copy of the config in the same relative layout with the sample dump standing in for every language.
+EASE's dumps cannot be URLs (``sources.wikipedia.dumps`` are local paths the DAG measures to cut shards): the real
+file plans before they are downloaded (each missing dump an error on a placeholder shard, ``run`` refused), and the
+checks that need every key run on a copy of the config in the same relative layout with the sample dump standing in
+for every language.
 """
 
 from __future__ import annotations
@@ -158,17 +160,30 @@ print("RESULT " + json.dumps({{"codes": codes, "heavy": heavy, "tried": tried}})
     assert result == {"codes": [0] * len(CONFIGS), "heavy": [], "tried": []}
 
 
-def test_ease_without_its_downloaded_dumps_is_refused_naming_the_dump(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    """The schema limitation the EASE file documents: a dump must be on disk before the DAG can be built."""
+def test_ease_plans_before_its_dumps_are_downloaded_and_run_refuses_naming_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real file, dumps not downloaded: ``plan`` validates it (exit 0) and lists each missing dump as an error on
+    its placeholder shard (everything after it blocked); ``run`` refuses before building anything (exit 2), naming
+    every missing file."""
     wiki = load_config(PAPER / "ease-mbert.yaml").sources.wikipedia
     assert wiki is not None
     if all(p.is_file() for p in wiki.dumps.values()):
         pytest.skip("the EASE dumps are downloaded on this machine")
-    assert main(["plan", str(PAPER / "ease-mbert.yaml"), "--data-root", str(tmp_path / "data")]) == 2
+    data = tmp_path / "data"
+    assert main(["plan", str(PAPER / "ease-mbert.yaml"), "--data-root", str(data)]) == 0
+    cfg = load_config(PAPER / "ease-mbert.yaml", data_root=data)
+    root = DataRoot.at(data)
+    rows = {r.node: r for r in plan(build_dag(cfg), ArtifactStore(root), FileHashCache(root.file_hashes))}
+    missing = [lang for lang, p in wiki.dumps.items() if not p.is_file()]
+    for lang in missing:
+        row = rows[f"wiki_shard.{lang}.0000"]
+        assert row.status == "error" and "does not exist" in row.detail and wiki.dumps[lang].name in row.detail
+    assert rows["entities"].status == rows["train.ease_mbert"].status == "blocked"
+    capsys.readouterr()
+    assert main(["run", str(PAPER / "ease-mbert.yaml"), "--data-root", str(data)]) == 2
     err = capsys.readouterr().err
-    assert "sources.wikipedia.dumps." in err and "does not exist" in err
-    assert not (tmp_path / "data").exists()
+    assert "input file(s) do not exist" in err and all(wiki.dumps[lang].name in err for lang in missing)
+    assert not list(data.glob("artifacts/*/*/manifest.json")) and not list(data.glob("runs/*"))  # nothing built
 
 
 @pytest.mark.parametrize("name", CONFIGS)

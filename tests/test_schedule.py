@@ -18,7 +18,7 @@ from conftest import REPO, tiny_config_dict, write_config
 
 from flows.schedule import free_port, local_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.schedule]
 
 
 def corpus_config(tmp: Path) -> Path:

@@ -222,8 +222,12 @@ class ArtifactStore:
             write_text_atomic(tmp / MANIFEST_NAME, manifest.to_json())
             final = self.root.artifact_dir(stage, key)
             publish_dir(tmp, final, self.root.trash)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            # name the node: an OSError from a full disk (tests/faults) names at most a temporary file, and the local
+            # executor logs nothing else about which node it was building
+            log.error("%s: build failed (%s: %s); its temporary folder %s was removed, nothing was published", node,
+                      type(exc).__name__, exc, tmp)
             raise
         log.info("%s: wrote %s (%s) in %.1fs", node, final, ", ".join(f"{t}={n}" for t, n in rows.items()), seconds)
         return self._ref(final, manifest)
@@ -283,15 +287,26 @@ class ArtifactStore:
             return removed
         for p in self.root.tmp.iterdir():
             if p.name == "trash":
-                shutil.rmtree(p, ignore_errors=True)
+                # replaced artifacts being deleted (``publish_dir``): only a dead run's. Sweeping all of ``trash``
+                # broke a live run between creating its entry and moving the old folder into it (tests/faults).
+                for old in p.iterdir():
+                    owner = _owner_pid(old.name)
+                    if owner is None or not _pid_alive(owner):
+                        shutil.rmtree(old, ignore_errors=True)
                 continue
-            parts = p.name.rsplit("-", 2)
-            if len(parts) == 3 and parts[1].isdigit() and not _pid_alive(int(parts[1])):
+            owner = _owner_pid(p.name)
+            if owner is not None and not _pid_alive(owner):
                 shutil.rmtree(p, ignore_errors=True)
                 removed.append(p)
         for p in removed:
             log.info("removed partial artifact %s left by a run that died", p)
         return removed
+
+
+def _owner_pid(name: str) -> int | None:
+    """The pid in a temporary name ``<stage>-<key>-<pid>-<random>`` (or ``<key>-<pid>-<random>`` in ``trash``)."""
+    parts = name.rsplit("-", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
 
 
 def _input_hash(name: str, desc: Mapping[str, Any]) -> str:

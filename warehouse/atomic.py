@@ -79,7 +79,9 @@ def publish_dir(tmp_dir: Path, final: Path, trash: Path) -> None:
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         trash.mkdir(parents=True, exist_ok=True)
-        doomed = Path(tempfile.mkdtemp(prefix=f"{final.name}-", dir=trash))
+        # named <name>-<pid>-<random> like a temporary artifact folder: another run's start-up sweep removes it only
+        # once this process is dead (it used to delete all of ``trash`` and make this rename fail; tests/faults)
+        doomed = Path(tempfile.mkdtemp(prefix=f"{final.name}-{os.getpid()}-", dir=trash))
         os.replace(final, doomed / "old")
         shutil.rmtree(doomed, ignore_errors=True)
     os.rename(tmp_dir, final)
