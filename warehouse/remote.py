@@ -110,7 +110,8 @@ def pull(url: str, root: Path) -> SyncCounts:
             counts.present += 1
             continue
         src = f"{base}/artifacts/{name}"
-        tmp = root / "tmp" / f"pull-{name.replace('/', '-')}-{uuid.uuid4().hex[:8]}"
+        # <…>-<pid>-<random>, as the store's temporary folders: a killed pull's leftovers are swept by the next run
+        tmp = root / "tmp" / f"pull-{name.replace('/', '-')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True)
         try:
             fs.get_file(f"{src}/{MANIFEST_NAME}", str(tmp / MANIFEST_NAME))
