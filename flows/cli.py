@@ -111,10 +111,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg, nodes = loaded
     from flows.run import missing_inputs
 
-    missing = missing_inputs(nodes)
-    if missing:
-        print(f"polysent: {args.config}: {len(missing)} input file(s) do not exist (download or fix the paths "
-              "first; `polysent plan` shows the nodes they block):\n  " + "\n  ".join(missing), file=sys.stderr)
+    missing = missing_inputs(nodes, args.config)
+    if missing:  # before Prefect starts: exit 2 as for a bad config, nothing run or written
+        print(f"polysent: {missing}", file=sys.stderr)
         return 2
     force = args.force or os.environ.get("FORCE", "").lower() in ("1", "true", "yes")
     log = logging.getLogger("polysent")

@@ -3,39 +3,18 @@
 ``execute`` turns a ``Node`` plus its upstream artifacts into the input descriptions that enter the cache key
 (upstream content hashes; external files' sha256 via the size+mtime hash cache), asks the ``ArtifactStore`` to
 materialise it, and points the warehouse views at the result.
-
-Fault injection (``tests/faults``): ``POLYSENT_FAULT_PAUSE=<node pattern>[@<point>]`` makes a node that is being
-*built* (not a cache hit) stop at a known point inside its build, so that a test can ``kill -9`` the run exactly there.
-The pattern is an ``fnmatch`` pattern on node names (``train.*``, ``wiki_shard.en.0000``); the point is
-
-- ``written`` (default): the stage function has written all its files into its temporary folder; manifest and
-  publication have not happened yet;
-- ``start``: the temporary folder exists, the stage function has not started;
-- any other value is a glob relative to the data root (``cache/checkpoints/*/step-*``): a watcher thread stops the
-  whole process (``SIGSTOP``) as soon as a matching path exists while the stage function runs — a point inside the
-  stage's own code (after its first checkpoint, after its first embedding-cache shard).
-
-When paused, the node writes ``<its temporary folder>/.fault-paused`` (JSON: node, point, pid) and logs it; a blocked
-node continues when that file is deleted (``start``/``written``), a stopped process when the file is deleted and it
-gets ``SIGCONT``. The marker is gone before the build continues, so it never reaches an artifact. Unset (always,
-outside tests), the hook does nothing.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import json
 import logging
-import os
-import signal
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flows.dag import Node, topological
+from flows.fault_pause import with_fault_pause
 from warehouse.artifacts import ArtifactRef, ArtifactStore, Outcome, StageResult, cache_key
 from warehouse.catalog import record_current
 from warehouse.hashing import FileHashCache
@@ -83,76 +62,10 @@ def execute(node: Node, upstream: Mapping[str, ArtifactRef], ctx: RunContext) ->
 
     ref, outcome, seconds = ctx.store.materialize(
         node=node.name, stage=node.stage, version=node.version, config=node.config, inputs=inputs,
-        build=_with_fault_pause(node.name, build, ctx.store.root.root), run_id=ctx.run_id, force=ctx.force,
+        build=with_fault_pause(node.name, build, ctx.store.root.root), run_id=ctx.run_id, force=ctx.force,
     )
     record_current(ctx.store.root, node.name, ref)
     return NodeResult(node.name, ref, outcome, seconds)
-
-
-# -- fault injection (see the module docstring) ----------------------------------------------------------------------
-FAULT_PAUSE_ENV = "POLYSENT_FAULT_PAUSE"
-FAULT_PAUSE_SECONDS_ENV = "POLYSENT_FAULT_PAUSE_SECONDS"  # a blocked node gives up waiting after this (default 600)
-FAULT_MARKER = ".fault-paused"
-
-
-def _with_fault_pause(name: str, build: Callable[[Path], StageResult], data_root: Path
-                      ) -> Callable[[Path], StageResult]:
-    spec = os.environ.get(FAULT_PAUSE_ENV, "")
-    pattern, _, point = spec.partition("@")
-    if not pattern or not fnmatch.fnmatchcase(name, pattern):
-        return build
-    point = point or "written"
-
-    def paused(out: Path) -> StageResult:
-        if point == "start":
-            _block(out, name, point)
-            return build(out)
-        if point == "written":
-            result = build(out)
-            _block(out, name, point)
-            return result
-        done = threading.Event()
-        watcher = threading.Thread(target=_stop_when_exists, args=(data_root, point, out, name, done),
-                                   name=f"fault-pause-{name}", daemon=True)
-        watcher.start()
-        try:
-            return build(out)
-        finally:
-            done.set()
-            watcher.join()
-
-    return paused
-
-
-def _mark(out: Path, name: str, point: str) -> Path:
-    marker = out / FAULT_MARKER
-    marker.write_text(json.dumps({"node": name, "point": point, "pid": os.getpid()}), encoding="utf-8")
-    log.warning("fault hook: %s paused at %s (pid %d); marker %s", name, point, os.getpid(), marker)
-    return marker
-
-
-def _block(out: Path, name: str, point: str) -> None:
-    """Wait until the test deletes the marker (or kills this process)."""
-    marker = _mark(out, name, point)
-    deadline = time.monotonic() + float(os.environ.get(FAULT_PAUSE_SECONDS_ENV, "600"))
-    while marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    marker.unlink(missing_ok=True)
-    log.warning("fault hook: %s continues", name)
-
-
-def _stop_when_exists(data_root: Path, pattern: str, out: Path, name: str, done: threading.Event) -> None:
-    """Stop this process (SIGSTOP) once ``data_root/pattern`` matches while the stage function still runs."""
-    while not done.wait(0.01):
-        if next(iter(data_root.glob(pattern)), None) is not None and not done.is_set():
-            marker = _mark(out, name, pattern)
-            os.kill(os.getpid(), signal.SIGSTOP)
-            # this thread may run on for a moment before the stop takes hold: the marker stays until the test
-            # releases the process (deletes the marker, then sends SIGCONT)
-            while marker.exists():
-                time.sleep(0.01)
-            log.warning("fault hook: %s continues", name)
-            return
 
 
 def execute_local(nodes: Mapping[str, Node], ctx: RunContext) -> dict[str, NodeResult]:

@@ -46,20 +46,23 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
 
-def missing_inputs(nodes: Mapping[str, Node]) -> list[str]:
-    """``node: path`` for every input file of the DAG that does not exist (a dump not downloaded yet, a moved file)."""
-    return [f"{n}: {path}" for n, node in sorted(nodes.items()) for path in node.files.values()
-            if not Path(path).exists()]
+def missing_inputs(nodes: Mapping[str, Node], config_path: Path) -> str | None:
+    """What to say when input files of the DAG do not exist (a dump not downloaded yet, a moved file), else None."""
+    missing = [f"{n}: {path}" for n, node in sorted(nodes.items()) for path in node.files.values()
+               if not Path(path).exists()]
+    if not missing:
+        return None
+    return (f"{config_path}: {len(missing)} input file(s) do not exist (download or fix the paths first; "
+            "`polysent plan` shows the nodes they block):\n  " + "\n  ".join(missing))
 
 
 def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, force: bool = False,
                  run_id: str | None = None) -> RunSummary:
     t0 = time.perf_counter()
     nodes = build_dag(cfg)
-    missing = missing_inputs(nodes)
+    missing = missing_inputs(nodes, config_path)
     if missing:  # refuse before any node starts, rather than fail halfway through the DAG
-        raise FileNotFoundError(f"{config_path}: {len(missing)} input file(s) do not exist (download or fix the "
-                                "paths first; `polysent plan` shows the nodes they block):\n  " + "\n  ".join(missing))
+        raise FileNotFoundError(missing)
     root = DataRoot.at(cfg.data_root)
     store = ArtifactStore(root)
     store.sweep_tmp()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -58,3 +59,16 @@ def write_config(path: Path, cfg: dict) -> Path:
 @pytest.fixture
 def tiny_config(tmp_path: Path) -> Path:
     return write_config(tmp_path / "tiny.yaml", tiny_config_dict(tmp_path / "data"))
+
+
+def contents(data_root: Path) -> dict[str, str]:
+    """stage/key → content hash of every published artifact (what a reader of the warehouse sees)."""
+    return {f"{d['stage']}/{d['key']}": d["content_hash"]
+            for d in (json.loads(m.read_text()) for m in sorted(Path(data_root).glob("artifacts/*/*/manifest.json")))}
+
+
+def corpus_config_dict(data_root: Path) -> dict:
+    """``tiny_config_dict`` without training: the default DAG's corpora, evaluation sets and report (seconds)."""
+    cfg = tiny_config_dict(data_root)
+    cfg["training"] = {}
+    return cfg

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, tiny_config_dict, write_config
+from conftest import REPO, contents, tiny_config_dict, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -21,13 +20,6 @@ def polysent(*args: str, timeout: int = 400) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-def contents(data_root: Path) -> dict[str, str]:
-    """stage/key → content hash of every published artifact (what a reader of the warehouse sees)."""
-    out = {}
-    for m in sorted(data_root.glob("artifacts/*/*/manifest.json")):
-        d = json.loads(m.read_text())
-        out[f"{d['stage']}/{d['key']}"] = d["content_hash"]
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import fsspec
 import pytest
-from conftest import tiny_config_dict, write_config
+from conftest import contents, corpus_config_dict, write_config
 
 from flows.config import load_config
 from flows.nodes import execute_local
@@ -18,16 +18,10 @@ from flows.run import run_pipeline
 from warehouse import remote
 
 
-def contents(data_root: Path) -> dict[str, str]:
-    return {f"{d['stage']}/{d['key']}": d["content_hash"]
-            for d in (json.loads(m.read_text()) for m in sorted(data_root.glob("artifacts/*/*/manifest.json")))}
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("remote")
-    cfg = tiny_config_dict(tmp / "a")
-    cfg["training"] = {}
+    cfg = corpus_config_dict(tmp / "a")
     path = write_config(tmp / "corpora.yaml", cfg)
     run_pipeline(load_config(path), path, execute_local)
     return path, tmp / "a"

@@ -5,23 +5,16 @@ that no cache key sees."""
 from __future__ import annotations
 
 import bz2
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, tiny_config_dict, write_config
+from conftest import REPO, contents, corpus_config_dict, write_config
 from wiki_chain import write_dump
 
 from flows.config import ConfigError, load_config
-
-
-def contents(data_root: Path) -> dict[str, str]:
-    """stage/key → content hash of every published artifact."""
-    return {f"{d['stage']}/{d['key']}": d["content_hash"]
-            for d in (json.loads(m.read_text()) for m in sorted(data_root.glob("artifacts/*/*/manifest.json")))}
 
 
 def corpus_config(tmp: Path, name: str, execution: dict | None) -> Path:
@@ -32,8 +25,7 @@ def corpus_config(tmp: Path, name: str, execution: dict | None) -> Path:
     if not xml.exists():
         write_dump(bz2.decompress((REPO / "sample" / "wikipedia" / "enwiki-sample.xml.bz2").read_bytes()), xml,
                    multistream=True)
-    cfg = tiny_config_dict(tmp / name)
-    cfg["training"] = {}
+    cfg = corpus_config_dict(tmp / name)
     cfg["sources"]["wikipedia"]["dumps"]["en"] = str(xml)
     cfg["corpora"]["wiki"].update(shard_bytes=4096, processes=1)
     if execution is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import REPO, tiny_config_dict, write_config
+from conftest import REPO, corpus_config_dict, write_config
 
 from flows.schedule import free_port, local_server
 
@@ -22,9 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.schedule]
 
 
 def corpus_config(tmp: Path) -> Path:
-    cfg = tiny_config_dict(tmp / "data")
-    cfg["training"] = {}  # the corpora and the report: a scheduled run takes seconds
-    return write_config(tmp / "corpora.yaml", cfg)
+    return write_config(tmp / "corpora.yaml", corpus_config_dict(tmp / "data"))  # a scheduled run takes seconds
 
 
 def env(tmp: Path, **extra: str) -> dict[str, str]:

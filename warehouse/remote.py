@@ -21,7 +21,6 @@ extension, which this project does not require.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -32,6 +31,7 @@ from typing import Any
 
 import fsspec
 
+from warehouse.hashing import sha256_file
 from warehouse.manifest import MANIFEST_NAME, Manifest, content_hash, verify
 
 log = logging.getLogger("polysent.warehouse.remote")
@@ -91,14 +91,6 @@ def push(root: Path, url: str) -> SyncCounts:
     return counts
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def pull(url: str, root: Path) -> SyncCounts:
     """Download the artifacts of ``url`` that the data root lacks; each is verified, then published by rename."""
     fs, base = _fs(url)
@@ -120,7 +112,7 @@ def pull(url: str, root: Path) -> SyncCounts:
                 local = tmp / rel
                 local.parent.mkdir(parents=True, exist_ok=True)
                 fs.get_file(f"{src}/{rel}", str(local))
-                if local.stat().st_size != meta["size"] or _sha256(local) != meta["sha256"]:
+                if local.stat().st_size != meta["size"] or sha256_file(local) != meta["sha256"]:
                     raise ValueError(f"pull: {url}/artifacts/{name}/{rel} does not match the sha256 in its manifest")
                 os.utime(local, ns=(meta["mtime_ns"], meta["mtime_ns"]))
             if content_hash(manifest.files) != manifest.content_hash:

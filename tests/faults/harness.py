@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO, tiny_config_dict, write_config
+from conftest import REPO, contents, tiny_config_dict, write_config
 
-from flows.nodes import FAULT_MARKER, FAULT_PAUSE_ENV
+from flows.fault_pause import FAULT_MARKER, FAULT_PAUSE_ENV
 
 STEPS = 10  # training steps of the fault config: a checkpoint at step 5 (checkpoint_every), dev at 5 and 10
 RUN_TIMEOUT = 420
@@ -159,13 +159,6 @@ def group_members(pgid: int) -> list[int]:
 
 
 # -- end state ----------------------------------------------------------------------------------------------------
-def contents(data_root: Path) -> dict[str, str]:
-    """stage/key → content hash of every published artifact."""
-    out = {}
-    for m in sorted(data_root.glob("artifacts/*/*/manifest.json")):
-        d = json.loads(m.read_text())
-        out[f"{d['stage']}/{d['key']}"] = d["content_hash"]
-    return out
 
 
 def manifest_of(data_root: Path, stage: str) -> dict[str, Any]:
