@@ -28,6 +28,10 @@ rows; STS17 cosine_spearman per track vs ``sts``/``mteb``; MewsC-16 v_measure vs
 stores points (×100), mteb [0, 1]: differences are given in mteb's [0, 1] scale. The embeddings of the two sides are
 not bit-identical (other batches, other padding: the last float bits move), so near-ties may flip.
 
+After the runs the parent measures this machine's float32 floor (``bench/encoder_ceiling.py``: the linear-layer FLOPs
+of the distinct texts at the CPU's best GEMM rate for the model's layer shapes) and prints the largest speedup over
+the anchor that float32 arithmetic allows here: anchor seconds / (floor + polysent's seconds outside encoding).
+
 One line per figure is printed; the figures go to the warehouse's ``bench_results`` (benchmark
 ``evaluation_vs_mteb``; ``ratio`` = polysent seconds / mteb seconds, ``speedup`` its inverse).
 
@@ -436,6 +440,14 @@ def main(argv: list[str] | None = None) -> int:
               f"max |Δ| {c['max_abs_diff']:.3g} (mteb's [0, 1] scale)"
               + (f"; only on one side: {c['missing']}" if c["missing"] else ""))
 
+    # the float32 floor of this machine (bench/encoder_ceiling.py): measured after the runs, in this process
+    from bench.encoder_ceiling import ceiling, report_lines
+
+    floor = ceiling(a.data, model_dir())
+    other = p_s - p_parts["encode"]
+    for line in report_lines(floor, m_s, other):
+        print(line)
+
     rows: list[dict[str, Any]] = [{
         "benchmark": "evaluation_vs_mteb", "anchor": f"mteb {MTEB_VERSION}", "anchor_seconds": m_s,
         "polysent_seconds": p_s, "ratio": p_s / m_s, "speedup": speedup, "target_speedup": TARGET,
@@ -445,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
         "polysent_phases": json.dumps(p_parts), "anchor_phases": json.dumps(m_parts),
         "torch_threads": p_runs[0]["threads"], "polysent_dtype": a.dtype,
         "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM"),
+        "floor_seconds": floor["floor_seconds"], "floor_with_attention_seconds": floor["floor_with_attention_seconds"],
+        "gemm_rate": floor["gemm_rate"], "linear_flops": floor["linear_flops"], "tokens": floor["tokens"],
+        "max_possible_speedup": m_s / (floor["floor_seconds"] + other),
     }]
     for task, c in agreement.items():
         rows.append({"benchmark": f"evaluation_vs_mteb_numbers_{task}", "anchor": f"mteb {MTEB_VERSION}",

@@ -43,6 +43,20 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
     raise ValueError(f"unknown pooling mode {mode!r}; expected cls, mean, max, mean_sqrt_len or lasttoken")
 
 
+def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int) -> list[np.ndarray]:
+    """Indices of texts with token ``lengths`` cut into the batches ``SentenceEncoder.encode`` runs: ordered by length
+    (stable), at most ``batch_size`` texts and about ``batch_tokens`` padded tokens (``len(batch) × longest``) each; a
+    text longer than ``batch_tokens`` goes alone. Each batch's last index is its longest text."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    out, i = [], 0
+    while i < len(order):
+        longest = int(lengths[order[min(i + batch_size, len(order)) - 1]])
+        n = max(1, min(batch_size, batch_tokens // max(1, longest)))
+        out.append(order[i:i + n])
+        i += n
+    return out
+
+
 class Dense(nn.Module):
     """sentence-transformers' ``models.Dense``: linear layer + activation (``Identity`` or ``Tanh`` in practice)."""
 
@@ -177,13 +191,7 @@ class SentenceEncoder(nn.Module):
                 ids = self.tokenizer(part, truncation=True, max_length=self.max_length, padding=False,
                                      return_token_type_ids=False, return_attention_mask=False)["input_ids"]
                 lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-                order = np.argsort(lengths, kind="stable")
-                i = 0
-                while i < len(order):
-                    longest = int(lengths[order[min(i + batch_size, len(order)) - 1]])
-                    n = max(1, min(batch_size, batch_tokens // max(1, longest)))
-                    idx = order[i:i + n]
-                    i += n
+                for idx in length_batches(lengths, batch_size, batch_tokens):
                     width = int(lengths[idx[-1]])
                     input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
                     mask = torch.zeros((len(idx), width), dtype=torch.long)
