@@ -24,8 +24,6 @@ the bfloat16 GEMM rate for reference (the one way under the floor; it moves the 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -33,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("POLYSENT_SHARED_DATA", REPO.parent / "shared" / "data"))
+from bench.evaluation_vs_mteb import REPO, SHARED
+
 BLOCKS = (1024, 4096, 16384)
 
 
@@ -145,7 +143,8 @@ def ceiling(data: Path, model: Path, *, batch_size: int = 256, batch_tokens: int
     all_texts = [t for texts in per_task.values() for t in texts]
     distinct = list(dict.fromkeys(all_texts))
     lengths = token_lengths(distinct, encoder.tokenizer, encoder.max_length)
-    mteb_tokens = int(sum(token_lengths(t, encoder.tokenizer, encoder.max_length).sum() for t in per_task.values()))
+    length_of = dict(zip(distinct, lengths.tolist(), strict=True))
+    mteb_tokens = sum(length_of[t] for t in all_texts)  # each text tokenised once; mteb encodes the repeats too
     per_token = linear_flops_per_token(backbone)
     linear = per_token * int(lengths.sum())
     attention = attention_flops(lengths, hidden, layers)
@@ -204,7 +203,7 @@ def report_lines(c: dict[str, Any], anchor_seconds: float | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench.evaluation_vs_mteb import model_dir
+    from bench.evaluation_vs_mteb import has_shared_data, model_dir
     from bench.results import append_results
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -214,11 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--other-seconds", type=float, help="polysent's seconds outside encoding (same run as the anchor)")
     ap.add_argument("--data-root", type=Path, default=REPO / "data", help="warehouse root (bench_results)")
     a = ap.parse_args(argv)
-    for sub in ("tatoeba", "sts/sts17", "mewsc16"):
-        if not (a.data / sub).is_dir():
-            print(f"{a.data / sub} not found: the benchmark needs the shared data (--data or POLYSENT_SHARED_DATA)",
-                  file=sys.stderr)
-            return 2
+    if not has_shared_data(a.data):
+        return 2
     c = ceiling(a.data, model_dir(), sample=a.sample, bf16=True)
     for line in report_lines(c, a.anchor_seconds, a.other_seconds):
         print(line)

