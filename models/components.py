@@ -442,8 +442,8 @@ class VmsstComponent(Component):
         index = {t: i for i, t in enumerate(texts)}
         self.tokens = ids  # decoder targets: content + eos
         # encoder inputs exactly as the student's tokenize / encode builds them (special tokens, truncation)
-        self.encoder_tokens = tok(texts, truncation=True, max_length=self.max_length, return_attention_mask=False,
-                                  return_token_type_ids=False)["input_ids"]
+        self.encoder_tokens = tok(self.student.prompted(texts), truncation=True, max_length=self.max_length,
+                                  return_attention_mask=False, return_token_type_ids=False)["input_ids"]
         self.a_tok = np.fromiter((index[t] for t in self.pairs.a), dtype=np.int64, count=len(self.pairs))
         self.b_tok = np.fromiter((index[t] for t in self.pairs.b), dtype=np.int64, count=len(self.pairs))
         lang_index = {lang: i for i, lang in enumerate(self.languages)}

@@ -3,6 +3,11 @@
 ``SentenceEncoder.save(path)`` writes what ``SentenceTransformer(path)`` loads (``modules.json``,
 ``sentence_bert_config.json``, ``1_Pooling/config.json`` and the backbone's ``save_pretrained`` files in the root),
 without importing sentence-transformers; ``SentenceEncoder.load`` reads the same layout back.
+
+Prompts are kept the way sentence-transformers keeps them (``config_sentence_transformers.json``: ``prompts`` by name
+and a ``default_prompt_name``). The default prompt is part of the model's input function: it is prepended to every text
+the encoder reads — in ``encode`` (as ``SentenceTransformer.encode`` does) *and* in the training forward — so a model
+such as multilingual-e5 (``"query: "``) trains on the inputs it is evaluated on, and its export keeps the prompt.
 """
 
 from __future__ import annotations
@@ -91,8 +96,14 @@ class MLPHead(nn.Module):
 
 class SentenceEncoder(nn.Module):
     def __init__(self, backbone: nn.Module, tokenizer: PreTrainedTokenizerBase, pooling: str, max_length: int,
-                 post: Sequence[nn.Module] = (), train_head: nn.Module | None = None) -> None:
+                 post: Sequence[nn.Module] = (), train_head: nn.Module | None = None, *,
+                 prompts: dict[str, str] | None = None, default_prompt_name: str | None = None) -> None:
         super().__init__()
+        self.prompts = dict(prompts or {})
+        if default_prompt_name is not None and default_prompt_name not in self.prompts:
+            raise ValueError(f"default prompt {default_prompt_name!r} is not one of the prompts "
+                             f"{sorted(self.prompts)}")
+        self.default_prompt_name = default_prompt_name
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.pooling = pooling
@@ -150,11 +161,21 @@ class SentenceEncoder(nn.Module):
         return dim
 
     @property
+    def prompt(self) -> str:
+        """The default prompt's text (``""`` without one)."""
+        return self.prompts.get(self.default_prompt_name, "") if self.default_prompt_name else ""
+
+    def prompted(self, texts: Sequence[str], prompt: str | None = None) -> list[str]:
+        """``texts`` as the encoder reads them: ``prompt`` (default: the model's default prompt) + text."""
+        prefix = self.prompt if prompt is None else prompt
+        return [prefix + t for t in texts] if prefix else list(texts)
+
+    @property
     def device(self) -> torch.device:
         return next(self.backbone.parameters()).device
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
-        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+        batch = self.tokenizer(self.prompted(texts), padding=True, truncation=True, max_length=self.max_length,
                                return_tensors="pt", return_token_type_ids=False)
         return {k: v.to(self.device) for k, v in batch.items()}
 
@@ -173,8 +194,9 @@ class SentenceEncoder(nn.Module):
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int = 128, normalize: bool = True, *,
                batch_tokens: int = 4096, dtype: torch.dtype | None = None, chunk: int = 65536,
-               progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """Embeddings as float32 numpy (L2-normalised by default), in input order.
+               progress: Callable[[int], None] | None = None, prompt: str | None = None) -> np.ndarray:
+        """Embeddings as float32 numpy (L2-normalised by default), in input order. ``prompt`` replaces the model's
+        default prompt (``None``: the default).
 
         Texts are tokenised once (without padding), ordered by token length (stable, so the batches — and therefore
         the floats — depend only on the input list) and cut into batches of at most ``batch_size`` texts and about
@@ -187,7 +209,7 @@ class SentenceEncoder(nn.Module):
         pad_id = self.tokenizer.pad_token_id or 0
         try:
             for start in range(0, len(texts), chunk):
-                part = list(texts[start:start + chunk])
+                part = self.prompted(texts[start:start + chunk], prompt)
                 ids = self.tokenizer(part, truncation=True, max_length=self.max_length, padding=False,
                                      return_token_type_ids=False, return_attention_mask=False)["input_ids"]
                 lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
@@ -236,10 +258,13 @@ class SentenceEncoder(nn.Module):
                 save_file({k: v.contiguous() for k, v in module.state_dict().items()},
                           str(path / f"{i}_{kind}" / "model.safetensors"))
         _dump(path / "modules.json", modules)
-        _dump(path / "sentence_bert_config.json", {"max_seq_length": self.max_length, "do_lower_case": False})
+        st_config: dict = {"max_seq_length": self.max_length, "do_lower_case": False}
+        if getattr(self.backbone, "pooler", False) is None:  # no pooler saved: sentence-transformers builds none
+            st_config["model_args"] = {"add_pooling_layer": False}
+        _dump(path / "sentence_bert_config.json", st_config)
         _dump(path / "config_sentence_transformers.json",
-              {"model_type": "SentenceTransformer", "__version__": {"polysent": "0.1.0"}, "prompts": {},
-               "default_prompt_name": None, "similarity_fn_name": "cosine"})
+              {"model_type": "SentenceTransformer", "__version__": {"polysent": "0.1.0"}, "prompts": self.prompts,
+               "default_prompt_name": self.default_prompt_name, "similarity_fn_name": "cosine"})
         key = {v: k for k, v in _POOLING_NAMES.items()}.get(self.pooling)
         if key is None:
             raise ValueError(f"pooling {self.pooling!r} cannot be saved in sentence-transformers' format")
@@ -277,7 +302,9 @@ class SentenceEncoder(nn.Module):
                                  "Transformer, Pooling, Dense or Normalize")
         if backbone is None or tokenizer is None:
             raise ValueError(f"{modules_file}: no sentence_transformers.models.Transformer module")
-        return cls(backbone, tokenizer, pooling, max_length, post).to(device)
+        prompts, default_prompt = _prompts(path)
+        return cls(backbone, tokenizer, pooling, max_length, post, prompts=prompts,
+                   default_prompt_name=default_prompt).to(device)
 
     @classmethod
     def _from_hub(cls, name: str, device: str | torch.device) -> SentenceEncoder:
@@ -304,6 +331,20 @@ def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase) -> int:
         return int(value)
     limit = getattr(tokenizer, "model_max_length", 512)
     return int(limit) if limit and limit < 100_000 else 512
+
+
+def _prompts(path: Path) -> tuple[dict[str, str], str | None]:
+    """``prompts`` and ``default_prompt_name`` of ``config_sentence_transformers.json`` (none when absent)."""
+    cfg_file = path / "config_sentence_transformers.json"
+    if not cfg_file.exists():
+        return {}, None
+    cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+    prompts, default = cfg.get("prompts") or {}, cfg.get("default_prompt_name")
+    if not isinstance(prompts, dict) or not all(isinstance(v, str) for v in prompts.values()):
+        raise ValueError(f"{cfg_file}: prompts must map names to strings, got {prompts!r}")
+    if default is not None and default not in prompts:
+        raise ValueError(f"{cfg_file}: default_prompt_name {default!r} is not one of the prompts {sorted(prompts)}")
+    return prompts, default
 
 
 def _pooling_mode(config_file: Path) -> str:

@@ -3,7 +3,9 @@
 The teacher never trains: its embeddings are L2-normalised float32 vectors computed under ``inference_mode`` either
 per batch or, with ``cache``, once for every distinct text of the corpus (token-length-sorted batches, the fast path of
 ``SentenceEncoder.encode``) and then looked up. ``prefix`` is prepended to teacher inputs only (the public code gives
-its E5 teacher ``"query: "`` and the student nothing).
+its E5 teacher ``"query: "`` and the student nothing); it replaces the teacher model's own default prompt (a converted
+multilingual-e5 folder records ``"query: "`` as its default, so ``prefix`` ``"query: "`` is not doubled), and an empty
+``prefix`` leaves that default in place.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Teacher:
     def cache(self, texts: Iterable[str]) -> None:
         """Encode every distinct text once; later ``embed`` calls are lookups."""
         distinct = list(dict.fromkeys(texts))
-        vecs = self.encoder.encode([self.prefix + t for t in distinct], batch_size=self.batch_size)
+        vecs = self.encoder.encode(distinct, batch_size=self.batch_size, prompt=self.prefix or None)
         self._index = {t: i for i, t in enumerate(distinct)}
         self._table = torch.from_numpy(np.ascontiguousarray(vecs))
         log.info("%s: cached %d distinct texts (dim %d)", self.name, len(distinct), vecs.shape[1])
@@ -50,5 +52,5 @@ class Teacher:
             except KeyError as exc:
                 raise KeyError(f"{self.name}: text not in the teacher cache: {exc.args[0][:80]!r}") from None
             return self._table[rows].to(device)
-        vecs = self.encoder.encode([self.prefix + t for t in texts], batch_size=self.batch_size)
+        vecs = self.encoder.encode(list(texts), batch_size=self.batch_size, prompt=self.prefix or None)
         return torch.from_numpy(vecs).to(device)

