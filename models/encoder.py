@@ -126,6 +126,8 @@ class SentenceEncoder(nn.Module):
             if tokenizer_dir is None:
                 raise ValueError("encoder: building a model from a config needs a tokenizer folder (or set pretrained)")
             enc = cls._from_config(settings, tokenizer_dir)
+        if settings.prompt is not None:
+            enc.set_default_prompt(settings.prompt)
         if settings.projection:
             projection = Dense(enc.dim, settings.projection, bias=False,
                                activation="torch.nn.modules.linear.Identity")
@@ -164,6 +166,18 @@ class SentenceEncoder(nn.Module):
     def prompt(self) -> str:
         """The default prompt's text (``""`` without one)."""
         return self.prompts.get(self.default_prompt_name, "") if self.default_prompt_name else ""
+
+    def set_default_prompt(self, text: str) -> None:
+        """Make ``text`` the default prompt (``""``: none). A named prompt with that text keeps its name (``"query: "``
+        → ``query``); another text is recorded as the prompt ``default``."""
+        if not text:
+            self.default_prompt_name = None
+            return
+        name = next((n for n, t in self.prompts.items() if t == text), None)
+        if name is None:
+            name = "default"
+            self.prompts[name] = text
+        self.default_prompt_name = name
 
     def prompted(self, texts: Sequence[str], prompt: str | None = None) -> list[str]:
         """``texts`` as the encoder reads them: ``prompt`` (default: the model's default prompt) + text."""

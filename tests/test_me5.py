@@ -220,6 +220,15 @@ def test_prompts_are_recorded_and_applied_like_sentence_transformers(me5: Path) 
                                atol=1e-5)
     teacher = Teacher(enc, prefix="query: ")  # the soft-label code's E5 prefix replaces the default: not doubled
     np.testing.assert_allclose(teacher.embed(texts).numpy(), ours, atol=1e-6)
+    # encoder.prompt: None keeps the model's default, "" removes it (the soft-label code's E5 student), text replaces it
+    from models.settings import EncoderSettings
+
+    for setting, expected, name in ((None, "query: ", "query"), ("", "", None), ("passage: ", "passage: ", "passage"),
+                                    ("Represent: ", "Represent: ", "default")):
+        student = SentenceEncoder.from_settings(EncoderSettings(pretrained=str(me5), prompt=setting))
+        assert (student.prompt, student.default_prompt_name) == (expected, name)
+        first = student.tokenize(["Hallo"])["input_ids"][0].tolist()
+        assert first == enc.tokenizer(expected + "Hallo")["input_ids"]
 
 
 def test_token_ids_match_the_engine_on_real_sentences_in_15_scripts(me5: Path) -> None:
