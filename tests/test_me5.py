@@ -267,6 +267,7 @@ def test_each_known_token_mismatch_class_is_pinned(me5: Path) -> None:
         "\ufb01\u0301 test": (False, "a mapped codepoint's grapheme loses its combining mark"),
         "\uff21\u0301": (False, "a mapped codepoint's grapheme loses its combining mark"),
         "a <unk> b": (False, "a literal <unk> is a special token"),
+        "Indiana vergi kanununun cömertliğinden": (False, "a float32 Viterbi tie: unun|un against un|unun"),
         "a <s> b": (True, ""), "<mask>": (True, ""), "a<mask>b": (True, ""), "\r\n line": (True, ""), "": (True, ""),
         "e\u0301 \u00e9": (True, "unmapped combining marks pass through"), "x\u200by\u3000z\tw": (True, ""),
     }
