@@ -24,7 +24,7 @@ Protocol (everything through the project's own stage functions, into ``--work``,
    weight decay 0.01, no dev selection: the last step is exported):
    "+Single" = ``ContrastiveObjective(data="xnli_single_pairs", batch_size=3·G, temperature=0.05,
    symmetric=True)``, MPCL = ``MpclObjective(batch_size=G, languages=(en, de, fr, es, ru, zh), temperature=0.05,
-   positives="inside", minmax=...)``; both embed 6·G sentences a step (G = ``--groups``). Each exported
+   positives="inside", scaling=...)``; both embed 6·G sentences a step (G = ``--groups``). Each exported
    ``out/model`` is loaded with ``SentenceEncoder.load`` and scored.
 5. Soft labels: ``SoftLabelObjective(data="bitext_pairs", teacher=<MiniLM>, labels="priority", batch_size=32,
    temperature=0.1)``, student = MiniLM, same steps, the first seed.
@@ -223,12 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--groups", type=int, default=16, help="G: MPCL groups per step; +Single gets 3·G pairs")
-    ap.add_argument("--minmax", action=argparse.BooleanOptionalAction, default=True, help="MPCL min–max scaling")
+    ap.add_argument("--scaling", default="none", choices=("none", "row", "row_detached", "matrix", "matrix_detached"),
+                    help="MPCL min–max scaling reading (models.objectives.mpcl)")
     ap.add_argument("--max-pairs", type=int, default=1000, help="Tatoeba pairs per language scored")
     ap.add_argument("--ntrex-pairs", type=int, default=None, help="cap on NTREX pairs (all when not given)")
     ap.add_argument("--no-soft-label", action="store_true", help="skip the soft-label run")
     ap.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS),
-                    help="which of +Single and MPCL to train (e.g. MPCL alone with --no-minmax)")
+                    help="which of +Single and MPCL to train (e.g. MPCL alone with --scaling row)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke test: 3 steps, the first seed, 100 Tatoeba pairs, 200 NTREX pairs")
     a = ap.parse_args(argv)
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
     print(f"train_quality{' (QUICK smoke test: numbers mean nothing)' if a.quick else ''}: start {minilm}; "
           f"steps {a.steps}, lr {a.lr:g}, G {a.groups} (6·G = {6 * a.groups} sentences a step), seeds {a.seeds}, "
-          f"MPCL minmax {a.minmax}, Tatoeba ≤ {a.max_pairs} pairs × {', '.join(TATOEBA_LANGUAGES)}; device "
+          f"MPCL scaling {a.scaling}, Tatoeba ≤ {a.max_pairs} pairs × {', '.join(TATOEBA_LANGUAGES)}; device "
           f"{pick_device('auto')}, torch threads {torch.get_num_threads()}", flush=True)
 
     t0 = time.perf_counter()
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def row(method: str, seed: int | None, res: dict[str, Any]) -> dict[str, Any]:
         r: dict[str, Any] = {"benchmark": "train_quality", "method": method, "seed": seed, **common,
-                             "minmax": a.minmax if method == "MPCL" else None, "tatoeba_mean": res["mean"],
+                             "scaling": a.scaling if method == "MPCL" else None, "tatoeba_mean": res["mean"],
                              "tatoeba_delta_vs_untrained": res["mean"] - base["mean"]}
         for lang, acc in res["per_lang"].items():
             r[f"acc_{lang}"] = acc["accuracy_mean"]
@@ -312,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         "+Single": ContrastiveObjective(data="xnli_single_pairs", batch_size=3 * a.groups, temperature=TEMPERATURE,
                                         symmetric=True),
         "MPCL": MpclObjective(batch_size=a.groups, languages=XNLI_LANGUAGES, temperature=TEMPERATURE,
-                              positives="inside", minmax=a.minmax),
+                              positives="inside", scaling=a.scaling),
     }
     for seed in a.seeds:
         for method in methods:

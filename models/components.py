@@ -131,9 +131,23 @@ class PairComponent(Component):
         if o.hard_negatives and o.data != "xnli_groups":
             raise ValueError(f"objective {name}: hard_negatives needs data: xnli_groups (its contradiction groups)")
         self.groups, self.pairs, self.plan = _pair_corpus(name, o, tables, settings, stream)
+        self.eligible: np.ndarray | None = None
+        if o.hard_negatives:  # only groups with a contradiction (XNLI premises): the hard negative is always one
+            assert self.groups is not None
+            self.eligible = np.flatnonzero(self.groups.negative >= 0)
+            if len(self.eligible) == 0:
+                raise ValueError(f"objective {name}: hard_negatives is set but xnli_groups has no negative_group_id")
+            lengths = _lengths(self.pairs.a, self.pairs.b)[self.eligible]
+            self.plan = BatchPlan(len(self.eligible), o.batch_size, settings.seed + stream,
+                                  lengths=lengths if settings.length_bucketing else None,
+                                  what=f"objective {name} ({o.data} with a contradiction)")
+            log.info("objective %s: hard negatives: %d of %d groups have a contradiction and are drawn", name,
+                     len(self.eligible), len(self.groups))
 
     def batch(self, step: int) -> StepBatch:
         o, idx = self.objective, self.plan.batch(step)
+        if self.eligible is not None:
+            idx = self.eligible[idx]
         a, b, negs = [], [], []
         if self.groups is not None:
             rng = step_rng(self.seed, self.stream, step)
@@ -142,14 +156,10 @@ class PairComponent(Component):
                 i, j = rng.choice(len(members), size=2, replace=False)
                 a.append(members[i][1])
                 b.append(members[j][1])
-                if o.hard_negatives:
-                    neg = self.groups.negative[g]
-                    pool = self.groups.members[neg] if neg >= 0 else None
-                    if pool is None:
-                        negs.append(self.groups.members[int(rng.integers(len(self.groups)))][0][1])
-                    else:
-                        same = [t for lang, t in pool if lang == members[j][0]]
-                        negs.append(same[0] if same else pool[int(rng.integers(len(pool)))][1])
+                if o.hard_negatives:  # the contradiction hypothesis, in b's language when it has one
+                    pool = self.groups.members[self.groups.negative[g]]
+                    same = [t for lang, t in pool if lang == members[j][0]]
+                    negs.append(same[0] if same else pool[int(rng.integers(len(pool)))][1])
         else:
             a, b = [self.pairs.a[i] for i in idx], [self.pairs.b[i] for i in idx]
         meaning = self.ids(self.pairs.meaning[idx])
@@ -165,48 +175,69 @@ class PairComponent(Component):
 
 # ---------------------------------------------------------------------------------------------- MPCL
 class MpclComponent(Component):
+    """MPCL (``models.objectives.mpcl``) on XNLI translation groups; with ``split_pairs`` the paper's "+Single" baseline
+    through the same loss, scaling and sentences per step."""
+
     objective: MpclObjective
 
     def __init__(self, name: str, o: MpclObjective, tables: Mapping[str, Path], settings: TrainSettings,
                  stream: int, device: torch.device) -> None:
         super().__init__(name, o, settings.seed, stream, device)
+        if o.group_members is not None and o.group_members < 2:
+            raise ValueError(f"objective {name}: group_members must be ≥ 2 (an anchor and a positive) or null for "
+                             f"every member, got {o.group_members}")
         self.groups = ct.load_groups(tables["xnli_groups"], o.languages)
-        lengths = np.array([max(len(t) for _, t in m) for m in self.groups.members], dtype=np.int64)
-        self.plan = BatchPlan(len(self.groups), o.batch_size, settings.seed + stream,
+        # the groups a batch draws from: with hard negatives, only those with a contradiction (XNLI premises)
+        self.eligible = np.arange(len(self.groups))
+        if o.hard_negatives:
+            self.eligible = np.flatnonzero(self.groups.negative >= 0)
+            if len(self.eligible) == 0:
+                raise ValueError(f"objective {name}: hard_negatives is set but xnli_groups has no negative_group_id")
+            log.info("objective %s: hard negatives: %d of %d groups have a contradiction and are drawn", name,
+                     len(self.eligible), len(self.groups))
+        members = [self.groups.members[g] for g in self.eligible]
+        lengths = np.array([max(len(t) for _, t in m) for m in members], dtype=np.int64)
+        self.plan = BatchPlan(len(self.eligible), o.batch_size, settings.seed + stream,
                               lengths=lengths if settings.length_bucketing else None,
                               what=f"objective {name} (xnli_groups)")
-        if o.hard_negatives and not (self.groups.negative >= 0).any():
-            raise ValueError(f"objective {name}: hard_negatives is set but xnli_groups has no negative_group_id")
-        sizes = {len(m) for m in self.groups.members}
-        if self.world > 1 and len(sizes) > 1:
-            raise ValueError(f"objective {name}: distributed MPCL needs groups of one size, found sizes {sorted(sizes)}"
-                             " (set languages: to ones every group has)")
+        drawn = {min(len(m), o.group_members or len(m)) for m in members}
+        if self.world > 1 and len(drawn) > 1:
+            raise ValueError(f"objective {name}: distributed MPCL needs groups of one size, found sizes {sorted(drawn)}"
+                             " (set languages: to ones every group has, or group_members)")
 
     def batch(self, step: int) -> StepBatch:
-        o, idx = self.objective, self.plan.batch(step)
+        o = self.objective
+        idx = self.eligible[self.plan.batch(step)]
         rng = step_rng(self.seed, self.stream, step)
         warmup = step < o.single_positive_steps
         texts, group, anchor, negs = [], [], [], []
-        for n, g in enumerate(idx):
+        for g in idx:
             members = self.groups.members[g]
-            pick = sorted(rng.choice(len(members), size=2, replace=False)) if warmup else range(len(members))
+            size = 2 if warmup else min(len(members), o.group_members or len(members))
+            pick = sorted(rng.choice(len(members), size=size, replace=False)) if size < len(members) \
+                else range(len(members))
             chosen = [members[k][1] for k in pick]
-            first = int(rng.integers(len(chosen)))
-            texts += chosen
-            group += [n] * len(chosen)
-            anchor += [o.anchors == "all" or k == first for k in range(len(chosen))]
-            if o.hard_negatives:
-                neg = self.groups.negative[g]
-                other = neg if neg >= 0 else int(rng.integers(len(self.groups)))
-                pool = self.groups.members[other]
+            if o.split_pairs and not warmup:  # "+Single": disjoint random pairs of the drawn members, K = 1 each
+                order = rng.permutation(len(chosen))[: len(chosen) // 2 * 2]
+                parts = [[chosen[order[k]], chosen[order[k + 1]]] for k in range(0, len(order), 2)]
+            else:
+                parts = [chosen]
+            for part in parts:
+                gid = group[-1] + 1 if group else 0
+                first = int(rng.integers(len(part)))
+                texts += part
+                group += [gid] * len(part)
+                anchor += [o.anchors == "all" or k == first for k in range(len(part))]
+            if o.hard_negatives:  # a member of the contradiction hypothesis's group, in a random language
+                pool = self.groups.members[self.groups.negative[g]]
                 negs.append(pool[int(rng.integers(len(pool)))][1])
         groups_t, anchors_t = self.ids(group), torch.tensor(anchor, device=self.device)
         columns = [self.local(texts)] + ([self.local(negs)] if negs else [])
 
         def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
             z = _gathered(embs)
-            return mpcl_loss(z[0], groups_t, o.temperature, positives=o.positives, minmax=o.minmax,
-                             minmax_detach=o.minmax_detach, anchors=anchors_t,
+            return mpcl_loss(z[0], groups_t, o.temperature, positives=o.positives, scaling=o.scaling,
+                             minmax_self=o.minmax_self, anchors=anchors_t,
                              hard_negatives=z[1] if len(z) > 1 else None)
 
         return StepBatch(columns, loss_fn, len(texts) + len(negs))
@@ -253,7 +284,8 @@ class SoftLabelComponent(Component):
             za, zb = _gathered(embs)
             if o.loss == "mse":
                 return embedding_mse(za, zb, target)
-            return soft_label_loss(za, zb, target, o.temperature, tms=o.tms, cross_weight=o.cross_weight)
+            return soft_label_loss(za, zb, target, o.temperature, tms=o.tms, cross_weight=o.cross_weight,
+                                   column_target=o.column_target, mono_terms=o.mono_terms)
 
         return StepBatch([self.local(a), self.local(b)], loss_fn, 2 * len(a))
 
@@ -348,6 +380,19 @@ class SimcseComponent(Component):
 class VmsstComponent(Component):
     """VMSST / BITRANSLATION / VMSST-CONTRASTIVE (``models/vmsst/``) on translation pairs.
 
+    Loss of a batch (per pair, averaged over the global batch): L_VMSST = translation terms + λ·ELBO
+    (``models.vmsst.model``; λ = ``elbo_weight``, paper 0.025 pretrained / 0.1 random init). VMSST-CONTRASTIVE is the
+    paper's §6.3 "we weight the contribution of the VMSST loss by λ":
+
+        L = InfoNCE(μ_sem(x_a), μ_sem(x_b)) + λ_vc · L_VMSST,   λ_vc = ``vmsst_weight`` (0.0005 pretrained, 0.001
+                                                                 random init, the defaults)
+
+    with the symmetric in-batch InfoNCE at weight 1 (``contrastive_temperature``); ``train_steps`` gets both
+    unweighted terms, ``contrastive_loss`` and ``vmsst_loss`` (per pair). The semantic posterior reads side a or b
+    per row: ``semantic_side: rows`` (paper) alternates within the batch by *global* row index (even → a, odd → b),
+    so a rank's contiguous shard gets the same choices as one process; ``steps`` alternates the whole batch every
+    micro-step (BGT).
+
     Before training it refuses, with the table and an example: a pair whose language is not in the
     language-embedding table (``languages``), a sentence that tokenises to nothing (an empty decoder target), a
     ``decoder_vocab_size`` that is not the tokenizer's vocabulary, and a tokenizer with ids beyond the embedding
@@ -368,15 +413,16 @@ class VmsstComponent(Component):
         self.languages = self._language_table(name, table, o)
         pretrained = settings.encoder.pretrained is not None
         self.elbo_weight = o.elbo_weight if o.elbo_weight is not None else (0.025 if pretrained else 0.1)
-        self.contrastive_weight = 0.0
-        if o.variant == "vmsst_contrastive":
-            self.contrastive_weight = (o.contrastive_weight if o.contrastive_weight is not None
-                                       else (0.0005 if pretrained else 0.001))
-        elif o.contrastive_weight:
-            raise ValueError(f"objective {name}: contrastive_weight applies to variant vmsst_contrastive, not "
-                             f"{o.variant!r}")
-        for key in ("monitor_every", "free_bits", "dropout"):
-            if getattr(o, key) < 0:
+        self.contrastive = o.variant == "vmsst_contrastive"
+        self.vmsst_weight: float | None = None  # λ on the VMSST loss next to the weight-1 InfoNCE
+        if self.contrastive:
+            self.vmsst_weight = (o.vmsst_weight if o.vmsst_weight is not None
+                                 else (0.0005 if pretrained else 0.001))
+        elif o.vmsst_weight is not None:
+            raise ValueError(f"objective {name}: vmsst_weight (λ on the VMSST loss next to the InfoNCE) applies to "
+                             f"variant vmsst_contrastive, not {o.variant!r}")
+        for key in ("monitor_every", "free_bits", "dropout", "vmsst_weight"):
+            if (getattr(o, key) or 0) < 0:
                 raise ValueError(f"objective {name}: {key} must be ≥ 0 (monitor_every 0 switches the swap probe off),"
                                  f" got {getattr(o, key)}")
         if settings.grad_cache:
@@ -400,9 +446,10 @@ class VmsstComponent(Component):
         self._tokenise(name, table)
         self.modules["vmsst"] = VmsstModel(student, o, self.languages, elbo_weight=self.elbo_weight,
                                            max_positions=self.max_length + 2).to(device)
-        log.info("objective %s: %s, %d languages, λ %g%s, KL annealed over %d updates", name, o.variant,
-                 len(self.languages), self.elbo_weight,
-                 f", contrastive weight {self.contrastive_weight:g}" if self.contrastive_weight else "",
+        log.info("objective %s: %s, %d languages, λ %g%s, %s translation decoder, z_sem side by %s, KL annealed "
+                 "over %d updates", name, o.variant, len(self.languages), self.elbo_weight,
+                 f", InfoNCE + {self.vmsst_weight:g}·VMSST" if self.contrastive else "",
+                 o.translation_decoder if o.variant != "bitranslation" else "bitranslation", o.semantic_side,
                  o.kl_anneal_steps)
 
     def _language_table(self, name: str, table: str, o: VmsstObjective) -> tuple[str, ...]:
@@ -469,6 +516,16 @@ class VmsstComponent(Component):
             mask[r, : len(x)] = 1
         return torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
 
+    def semantic_reads_b(self, step: int, total: int) -> torch.Tensor:
+        """(local rows,) bool: True where micro-step ``step``'s semantic posterior reads side b of this rank's rows of
+        a ``total``-pair global batch — ``rows``: odd global row index (rows are sharded contiguously, rank r holds
+        r·n … (r+1)·n − 1); ``steps``: every row on odd micro-steps."""
+        n = total // self.world
+        if self.objective.semantic_side == "steps":
+            return torch.full((n,), step % 2 == 1, dtype=torch.bool, device=self.device)
+        rows = np.arange(self.rank * n, (self.rank + 1) * n)
+        return torch.as_tensor(rows % 2 == 1, device=self.device)
+
     def batch(self, step: int) -> StepBatch:
         idx = self.plan.batch(step)
         rows = self.local(list(idx))
@@ -476,7 +533,9 @@ class VmsstComponent(Component):
         update, total = step // self.accum, len(idx)
         every = self.objective.monitor_every
         monitor = every > 0 and step % self.accum == 0 and update % every == 0
-        meaning = self.ids(self.pairs.meaning[idx]) if self.contrastive_weight else None
+        meaning = self.ids(self.pairs.meaning[idx]) if self.contrastive else None
+        reads_b = self.semantic_reads_b(step, total)
+        vmsst_weight = self.vmsst_weight
         model = self.modules["vmsst"]
         noise = None
         if model.generative:  # ε per global row from (seed, step): the same samples on any number of ranks
@@ -486,13 +545,14 @@ class VmsstComponent(Component):
                      enumerate(("sem", "lang_a", "lang_b"))}
 
         def direct() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-            out = model(self.student, a, b, update=update, micro=step, monitor=monitor, noise=noise)
-            loss = out.loss.sum() / total
-            if self.contrastive_weight:
+            out = model(self.student, a, b, update=update, reads_b=reads_b, monitor=monitor, noise=noise)
+            loss = out.loss.sum() / total  # this rank's share of the per-pair mean over the global batch
+            if vmsst_weight is not None:  # VMSST-CONTRASTIVE: InfoNCE (weight 1) + λ·L_VMSST (paper §6.3)
                 z = _gathered([out.mu_a, out.mu_b])
                 contrastive = info_nce(z[0], z[1], self.objective.contrastive_temperature, True, groups=meaning)
-                loss = loss + self.contrastive_weight * contrastive
                 out.metrics["contrastive_loss"] = contrastive.detach()
+                out.metrics["vmsst_loss"] = out.loss.detach().mean()
+                loss = contrastive + vmsst_weight * loss
             return loss, out.metrics
 
         return StepBatch([], None, 2 * total, direct=direct)

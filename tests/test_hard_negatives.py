@@ -68,11 +68,13 @@ def test_negatives_are_of_the_positive_type_and_never_linked_on_the_page(chain: 
                                                                         "entity"), on="target_page_id"))
         on_page = set(targets.select("page_id", "entity").iter_rows())
         rows = hn.filter(pl.col("lang") == lang)
-        for page_id, entity, negative, cands, typ in rows.select("page_id", "entity", "negative", "candidates",
-                                                                 "type").iter_rows():
+        own = dict(titles.filter(pl.col("lang") == lang).select("page_id", "entity").iter_rows())
+        for page_id, entity, negative, cands, typ, origin in rows.select(
+                "page_id", "entity", "negative", "candidates", "type", "origin_entity").iter_rows():
             assert negative in cands and entity not in cands
             assert (entity, typ) in typed and all((c, typ) in typed for c in cands)
             assert all((page_id, c) not in on_page for c in cands)
+            assert origin == own[page_id] and origin not in cands  # the page's own subject is never a negative
     # the text really contains the link surface at its offsets
     assert hn.select((pl.col("text").str.slice(pl.col("start"), pl.col("end") - pl.col("start"))
                       == pl.col("surface")).all()).item()
@@ -148,3 +150,75 @@ def test_pages_in_chunks_give_the_rows_of_one_pass(chain: dict[str, Path], tmp_p
     if cap == 2:
         assert da.filter(pl.col("reason") == "over_entity_cap")["count"].sum() > 0
         assert da.filter(pl.col("reason") == "over_language_quota")["count"].sum() > 0
+
+
+def _write(folder: Path, lang: str, rows: list[tuple], schema: dict) -> None:
+    d = folder / f"lang={lang}"
+    d.mkdir(parents=True, exist_ok=True)
+    pl.DataFrame(rows, schema=schema, orient="row").write_parquet(d / "part-00000.parquet")
+
+
+def _subject_fixture(root: Path) -> tuple[Path, dict[str, Path], dict[str, list[Path]]]:
+    """Two languages with the same Wikidata items under different page ids. Cities Q1 Berlin, Q2 Paris, Q4 Rome;
+    countries Q5 Germany, Q6 France. The Berlin and Rome pages link Paris (Paris's candidates are the other two
+    cities: each page's own subject is one of them), the Germany page links France (whose only candidate is Germany,
+    the page's subject). No page links itself, so the same-page links never exclude the subject."""
+    ents = root / "entities"
+    ents.mkdir(parents=True)
+    qids = ["Q1", "Q2", "Q4", "Q5", "Q6"]
+    pl.DataFrame({"entity": qids, "in_vocab": [True] * 5}).write_parquet(ents / "entities.parquet")
+    pl.DataFrame({"entity": qids, "type": ["city", "city", "city", "country", "country"]}).write_parquet(
+        ents / "entity_types.parquet")
+    pages = {"en": {"Q1": 10, "Q2": 11, "Q4": 12, "Q5": 13, "Q6": 14},
+             "de": {"Q1": 207, "Q2": 203, "Q4": 201, "Q5": 202, "Q6": 209}}
+    names = {"Q1": "Berlin", "Q2": "Paris", "Q4": "Rome", "Q5": "Germany", "Q6": "France"}
+    pl.DataFrame([(lang, names[q], pid, q, q) for lang, m in pages.items() for q, pid in m.items()],
+                 schema={"lang": pl.Utf8, "title": pl.Utf8, "page_id": pl.Int64, "entity": pl.Utf8, "qid": pl.Utf8},
+                 orient="row").write_parquet(ents / "entity_titles.parquet")
+    link_schema = {"page_id": pl.Int64, "sent_id": pl.Int32, "link_no": pl.Int32, "start": pl.Int32,
+                   "end": pl.Int32, "surface": pl.Utf8, "target_page_id": pl.Int64}
+    languages, shards = {}, {}
+    for lang, m in pages.items():
+        path, shard = root / f"lang-{lang}", root / f"shard-{lang}"
+        links, sents, targets = [], [], []
+        for page, target in (("Q1", "Q2"), ("Q4", "Q2"), ("Q5", "Q6")):
+            pid = m[page]
+            targets.append((pid, m[target]))
+            for sent in range(8):  # several pairs per page: each draws its negative by its own hash
+                text = f"{names[page]} {sent} and {names[target]}."
+                start = text.index(names[target])
+                sents.append((pid, sent, text))
+                links.append((pid, sent, 0, start, start + len(names[target]), names[target], m[target]))
+        _write(path / "wiki_links", lang, links, link_schema)
+        _write(path / "wiki_page_targets", lang, targets, {"page_id": pl.Int64, "target_page_id": pl.Int64})
+        _write(path / "wiki_pages", lang, [(pid, names[q]) for q, pid in m.items()],
+               {"page_id": pl.Int64, "title": pl.Utf8})
+        _write(shard / "wiki_sentences", lang, sents, {"page_id": pl.Int64, "sent_id": pl.Int32, "text": pl.Utf8})
+        languages[lang], shards[lang] = path, [shard]
+    return ents, languages, shards
+
+
+@pytest.mark.parametrize("pages_per_chunk", [1, 200_000])
+def test_the_page_subject_is_never_a_hard_negative_of_its_sentences(tmp_path: Path, pages_per_chunk: int) -> None:
+    """EASE's ``origin_entity``: a sentence on Berlin's page about Paris never gets Berlin as its hard negative, in
+    any language, even when Berlin shares Paris's type and is (one of) its only candidate(s)."""
+    ents, languages, shards = _subject_fixture(tmp_path / "in")
+    out = tmp_path / "out"
+    out.mkdir()
+    build_hard_negatives(HardNegativeSettings(pages_per_chunk=pages_per_chunk), ents, languages, shards, out)
+    cands = pl.read_parquet(out / "entity_negative_candidates.parquet")
+    paris = cands.filter(pl.col("entity") == "Q2")["candidates"][0].to_list()
+    assert sorted(paris) == ["Q1", "Q4"]  # both other cities: the page's subject would be drawable
+    assert cands.filter(pl.col("entity") == "Q6")["candidates"][0].to_list() == ["Q5"]
+    hn = pl.read_parquet(out / "hard_negatives")
+    assert set(hn["lang"]) == {"en", "de"}
+    for lang in ("en", "de"):
+        rows = hn.filter(pl.col("lang") == lang)
+        assert rows.height == 16  # Berlin's and Rome's sentences; Germany's lost their only candidate
+        assert set(rows["origin_entity"]) == {"Q1", "Q4"}
+        for origin, negative, cs in rows.select("origin_entity", "negative", "candidates").iter_rows():
+            assert origin not in cs and negative != origin
+            assert cs == [{"Q1": "Q4", "Q4": "Q1"}[origin]]  # the other city is left, and drawn
+    drops = pl.read_parquet(out / "ease_drop_counts.parquet")
+    lost = drops.filter(pl.col("reason") == "all_candidates_linked_on_page")
+    assert dict(lost.select("lang", "count").iter_rows()) == {"en": 8, "de": 8}

@@ -21,6 +21,8 @@ from models.objectives import (
     soft_label_loss,
     soft_label_targets,
 )
+from models.objectives.soft_label import soft_label_column_targets, soft_targets_from_similarity
+from models.settings import SoftLabelObjective
 
 R = 1 / math.sqrt(2)  # cos 45°
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -101,23 +103,34 @@ def ref_mpcl(e, groups, tau, positives="inside", minmax=True, anchors=None, hn=N
     return total / count
 
 
-def ref_soft_targets(ta, tb, tau, mode, w_func) -> np.ndarray:
+def ref_soft_normalise(st, tau, w_func) -> np.ndarray:
+    """f(S): row-softmax(S/τ) or S itself, written out."""
+    b = len(st)
+    if w_func == "raw":
+        return np.array(st, dtype=np.float64)
+    w = np.zeros((b, b))
+    for i in range(b):
+        z = sum(math.exp(st[i][k] / tau) for k in range(b))
+        for j in range(b):
+            w[i, j] = math.exp(st[i][j] / tau) / z
+    return w
+
+
+def ref_soft_targets(ta, tb, tau, mode, w_func, transpose=False) -> np.ndarray:
+    """W = f(S_T), or with ``transpose`` the recomputed column target f(S_Tᵀ) (S_T transposed by the loops)."""
     b = len(ta)
     st = np.zeros((b, b))
     for i in range(b):
         for j in range(b):
             st[i, j] = _cos(ta[i], ta[j]) if mode == "priority" else (_cos(ta[i], ta[j]) + _cos(tb[i], tb[j])) / 2
-    if w_func == "raw":
-        return st
-    w = np.zeros((b, b))
-    for i in range(b):
-        z = sum(math.exp(st[i, k] / tau) for k in range(b))
-        for j in range(b):
-            w[i, j] = math.exp(st[i, j] / tau) / z
-    return w
+    if transpose:
+        st = np.array([[st[j, i] for j in range(b)] for i in range(b)])
+    return ref_soft_normalise(st, tau, w_func)
 
 
-def ref_soft_loss(sa, sb, w, tau, tms=False, cross_weight=0.1) -> float:
+def ref_soft_loss(sa, sb, w, wc, tau, tms=False, cross_weight=0.1, mono_terms="paper") -> float:
+    """L_cross = L_rows(S, W) + L_rows(Sᵀ, C) with the column target C = ``wc``; L_mono one term per language
+    ("paper") or both directions ("code")."""
     b = len(sa)
 
     def sim(x, y):
@@ -131,15 +144,17 @@ def ref_soft_loss(sa, sb, w, tau, tms=False, cross_weight=0.1) -> float:
                 total += -ww[i][j] * (s[i][j] / tau - lse)
         return total / b
 
-    def both(s):
-        st = [[s[j][i] for j in range(b)] for i in range(b)]
-        wt = [[w[j][i] for j in range(b)] for i in range(b)]
-        return rows(s, w) + rows(st, wt)
+    def transposed(s):
+        return [[s[j][i] for j in range(b)] for i in range(b)]
 
-    cross = both(sim(sa, sb))
+    s = sim(sa, sb)
+    cross = rows(s, w) + rows(transposed(s), wc)
     if not tms:
         return cross
-    return cross_weight * cross + both(sim(sa, sa)) + both(sim(sb, sb))
+    mono = 0.0
+    for m in (sim(sa, sa), sim(sb, sb)):
+        mono += rows(m, w) + (rows(transposed(m), wc) if mono_terms == "code" else 0.0)
+    return cross_weight * cross + mono
 
 
 def nt_xent(views: np.ndarray, partner: list[int], tau: float) -> float:
@@ -284,8 +299,8 @@ def test_mpcl_hand_computed_minmax_inside_and_outside() -> None:
         den = math.log(sum(math.exp(x / tau) for x in row))
         inside += -math.log(sum(math.exp(row[k] / tau) for k in pos)) + den
         outside += -sum(row[k] / tau - den for k in pos) / len(pos)
-    got_in = mpcl_loss(e, groups, tau, positives="inside", anchors=anchors, eps=0.0)
-    got_out = mpcl_loss(e, groups, tau, positives="outside", anchors=anchors, eps=0.0)
+    got_in = mpcl_loss(e, groups, tau, positives="inside", scaling="row", anchors=anchors, eps=0.0)
+    got_out = mpcl_loss(e, groups, tau, positives="outside", scaling="row", anchors=anchors, eps=0.0)
     assert got_in.item() == pytest.approx(inside / 3, rel=1e-12)
     assert got_out.item() == pytest.approx(outside / 3, rel=1e-12)
     assert abs(inside - outside) > 1e-3
@@ -299,7 +314,7 @@ def test_mpcl_hand_computed_without_minmax_with_hard_negative() -> None:
     want = 0.0
     for row, pos in rows.values():
         want += -math.log(sum(math.exp(row[k] / tau) for k in pos)) + math.log(sum(math.exp(x / tau) for x in row))
-    got = mpcl_loss(e, groups, tau, minmax=False, anchors=anchors, hard_negatives=hn)
+    got = mpcl_loss(e, groups, tau, scaling="none", anchors=anchors, hard_negatives=hn)
     assert got.item() == pytest.approx(want / 3, rel=1e-12)
 
 
@@ -323,8 +338,9 @@ def test_mpcl_matches_naive_loop(positives: str, scaling: str, options: str) -> 
            "all": {"a", "h", "c"}}[options]
     want = ref_mpcl(e, groups, 0.07, positives, minmax=scaling != "off", anchors=anchors if "a" in use else None,
                     hn=hn if "h" in use else None, cand=cand if "c" in use else None, eps=1e-6)
-    got = mpcl_loss(t64(e), torch.tensor(groups), 0.07, positives=positives, minmax=scaling != "off",
-                    minmax_detach=scaling == "detach", anchors=torch.tensor(anchors) if "a" in use else None,
+    reading = {"off": "none", "on": "row", "detach": "row_detached"}[scaling]
+    got = mpcl_loss(t64(e), torch.tensor(groups), 0.07, positives=positives, scaling=reading,
+                    anchors=torch.tensor(anchors) if "a" in use else None,
                     hard_negatives=t64(hn) if "h" in use else None,
                     candidate_mask=torch.tensor(cand) if "c" in use else None, eps=1e-6)
     assert got.item() == pytest.approx(want, rel=1e-10)
@@ -352,8 +368,9 @@ def test_mpcl_minmax_detach_gradient_treats_min_and_max_as_constants() -> None:
 
     def grads(detach: bool) -> tuple[np.ndarray, np.ndarray]:
         te, th = t64(e).requires_grad_(), t64(hn).requires_grad_()
-        mpcl_loss(te, torch.tensor(groups), tau, minmax=True, minmax_detach=detach, anchors=torch.tensor(anchors),
-                  hard_negatives=th, candidate_mask=torch.tensor(cand), eps=eps).backward()
+        mpcl_loss(te, torch.tensor(groups), tau, scaling="row_detached" if detach else "row",
+                  anchors=torch.tensor(anchors), hard_negatives=th, candidate_mask=torch.tensor(cand),
+                  eps=eps).backward()
         return te.grad.numpy(), th.grad.numpy()
 
     ge, gh = grads(True)
@@ -369,9 +386,9 @@ def test_mpcl_pairs_without_scaling_is_nt_xent() -> None:
     views = rng.normal(size=(2 * g, 5))  # rows 0..G−1 one side, G..2G−1 the other
     partner = [i + g if i < g else i - g for i in range(2 * g)]
     groups = torch.tensor(list(range(g)) * 2)
-    got = mpcl_loss(t64(views), groups, 0.1, minmax=False)
+    got = mpcl_loss(t64(views), groups, 0.1, scaling="none")
     assert got.item() == pytest.approx(nt_xent(views, partner, 0.1), rel=1e-10)
-    assert mpcl_loss(t64(views), groups, 0.1, positives="outside", minmax=False).item() == pytest.approx(
+    assert mpcl_loss(t64(views), groups, 0.1, positives="outside", scaling="none").item() == pytest.approx(
         got.item(), rel=1e-12)  # K = 1: inside = outside
 
 
@@ -381,10 +398,10 @@ def test_mpcl_cross_side_candidates_is_symmetric_info_nce() -> None:
     a, b = rng.normal(size=(g, 6)), rng.normal(size=(g, 6))
     side = torch.tensor([0] * g + [1] * g)
     cross = side[:, None] != side[None, :]
-    got = mpcl_loss(t64(np.vstack([a, b])), torch.tensor(list(range(g)) * 2), 0.05, minmax=False,
+    got = mpcl_loss(t64(np.vstack([a, b])), torch.tensor(list(range(g)) * 2), 0.05, scaling="none",
                     candidate_mask=cross)
     assert got.item() == pytest.approx(info_nce(t64(a), t64(b), 0.05, symmetric=True).item(), rel=1e-10)
-    everything = mpcl_loss(t64(np.vstack([a, b])), torch.tensor(list(range(g)) * 2), 0.05, minmax=False)
+    everything = mpcl_loss(t64(np.vstack([a, b])), torch.tensor(list(range(g)) * 2), 0.05, scaling="none")
     assert abs(everything.item() - got.item()) > 1e-3  # the candidate mask matters
 
 
@@ -401,12 +418,12 @@ def test_mpcl_single_positive_is_eq1() -> None:
         den = sum(math.exp(_cos(e[i], allv[j]) / tau) for j in range(len(allv)) if j != i)
         eq1 += -math.log(math.exp(_cos(e[i], e[i + 1]) / tau) / den)
     kwargs = {"anchors": torch.tensor(anchors), "hard_negatives": t64(hn)}
-    inside = mpcl_loss(t64(e), torch.tensor(groups), tau, minmax=False, **kwargs)
-    outside = mpcl_loss(t64(e), torch.tensor(groups), tau, positives="outside", minmax=False, **kwargs)
+    inside = mpcl_loss(t64(e), torch.tensor(groups), tau, scaling="none", **kwargs)
+    outside = mpcl_loss(t64(e), torch.tensor(groups), tau, positives="outside", scaling="none", **kwargs)
     assert inside.item() == pytest.approx(eq1 / g, rel=1e-10)
     assert outside.item() == pytest.approx(eq1 / g, rel=1e-10)
-    scaled_in = mpcl_loss(t64(e), torch.tensor(groups), tau, minmax=True, **kwargs)
-    scaled_out = mpcl_loss(t64(e), torch.tensor(groups), tau, positives="outside", minmax=True, **kwargs)
+    scaled_in = mpcl_loss(t64(e), torch.tensor(groups), tau, scaling="row", **kwargs)
+    scaled_out = mpcl_loss(t64(e), torch.tensor(groups), tau, positives="outside", scaling="row", **kwargs)
     assert scaled_in.item() == pytest.approx(scaled_out.item(), rel=1e-12)
     assert abs(scaled_in.item() - inside.item()) > 1e-3  # scaling changes the value
 
@@ -453,7 +470,7 @@ def test_mpcl_gradcheck_with_minmax() -> None:
     groups, anchors = torch.tensor([0, 0, 1]), torch.tensor([True, True, False])
     for positives in ("inside", "outside"):
         assert torch.autograd.gradcheck(
-            lambda x, y, p=positives: mpcl_loss(x, groups, 0.5, positives=p, minmax=True, anchors=anchors,
+            lambda x, y, p=positives: mpcl_loss(x, groups, 0.5, positives=p, scaling="row", anchors=anchors,
                                                 hard_negatives=y), (e, hn))
 
 
@@ -482,28 +499,138 @@ def test_soft_label_hand_computed() -> None:
         return out / 2
 
     st = [[1.0, 0.0], [R, R]]
-    wt = [[w[0][0], w[1][0]], [w[0][1], w[1][1]]]
-    cross = rows(s, w) + rows(st, wt)
+    wt = [[w[0][0], w[1][0]], [w[0][1], w[1][1]]]  # W is symmetric here: both column readings agree
+    cross = rows(s, w) + rows(st, w)
     assert soft_label_loss(sa, sb, got_w, tau).item() == pytest.approx(cross, rel=1e-12)
-    # TMS: S_aa = I, S_bb = [[1, R], [R, 1]] (both symmetric, so the transposed terms repeat them)
-    mono = 2 * rows([[1.0, 0.0], [0.0, 1.0]], w) + 2 * rows([[1.0, R], [R, 1.0]], w)
+    assert soft_label_loss(sa, sb, got_w, tau, column_target="transposed").item() == pytest.approx(
+        rows(s, w) + rows(st, wt), rel=1e-12)
+    # TMS: S_aa = I, S_bb = [[1, R], [R, 1]]; "paper": one term per language; "code": the transposed terms repeat them
+    mono = rows([[1.0, 0.0], [0.0, 1.0]], w) + rows([[1.0, R], [R, 1.0]], w)
     assert soft_label_loss(sa, sb, got_w, tau, tms=True, cross_weight=0.1).item() == pytest.approx(
         0.1 * cross + mono, rel=1e-12)
+    assert soft_label_loss(sa, sb, got_w, tau, tms=True, cross_weight=0.1, mono_terms="code").item() == (
+        pytest.approx(0.1 * cross + 2 * mono, rel=1e-12))
 
 
 @pytest.mark.parametrize("mode", ["priority", "average"])
 @pytest.mark.parametrize("w_func", ["softmax", "raw"])
 @pytest.mark.parametrize(("tms", "cross_weight"), [(False, 0.1), (True, 0.1), (True, 1.0)])
-def test_soft_label_matches_naive_loop(mode: str, w_func: str, tms: bool, cross_weight: float) -> None:
+@pytest.mark.parametrize("column_target", ["recomputed", "transposed"])
+@pytest.mark.parametrize("mono_terms", ["paper", "code"])
+def test_soft_label_matches_naive_loop(mode: str, w_func: str, tms: bool, cross_weight: float, column_target: str,
+                                       mono_terms: str) -> None:
     rng = np.random.default_rng(11)
     b = 5
     ta, tb = rng.normal(size=(b, 7)), rng.normal(size=(b, 7))  # teacher dim 7, student dim 4
     sa, sb = rng.normal(size=(b, 4)), rng.normal(size=(b, 4))
     w_ref = ref_soft_targets(ta, tb, 0.1, mode, w_func)
+    # the column target: f(S_Tᵀ) recomputed from the transposed teacher similarity, or Wᵀ
+    wc_ref = ref_soft_targets(ta, tb, 0.1, mode, w_func, transpose=True) if column_target == "recomputed" else w_ref.T
     w = soft_label_targets(t64(ta), t64(tb), 0.1, mode=mode, w_func=w_func)
     np.testing.assert_allclose(w.numpy(), w_ref, rtol=1e-10, atol=1e-14)
-    got = soft_label_loss(t64(sa), t64(sb), w, 0.1, tms=tms, cross_weight=cross_weight)
-    assert got.item() == pytest.approx(ref_soft_loss(sa, sb, w_ref, 0.1, tms, cross_weight), rel=1e-10)
+    got = soft_label_loss(t64(sa), t64(sb), w, 0.1, tms=tms, cross_weight=cross_weight, column_target=column_target,
+                          mono_terms=mono_terms)
+    want = ref_soft_loss(sa, sb, w_ref, wc_ref, 0.1, tms, cross_weight, mono_terms)
+    assert got.item() == pytest.approx(want, rel=1e-10)
+
+
+def _related_teacher(rng: np.random.Generator, b: int, d: int) -> np.ndarray:
+    """Teacher embeddings sharing a common direction, so that W = row-softmax(S_T/0.1) is far from one-hot (and from
+    symmetric) as on real batches; independent random vectors give a nearly diagonal W."""
+    return rng.normal(size=(1, d)) * 1.5 + rng.normal(size=(b, d))
+
+
+def test_soft_label_column_targets_of_each_reading() -> None:
+    """"transposed": C = Wᵀ, column-stochastic; "recomputed": C = f(S_Tᵀ), row-stochastic, = W for a symmetric S_T."""
+    rng = np.random.default_rng(21)
+    ta = _related_teacher(rng, 6, 5)
+    w = soft_label_targets(t64(ta), temperature=0.1)
+    assert (w - w.T).abs().max() > 1e-2  # row-softmax of a symmetric S_T is not symmetric
+    tr = soft_label_column_targets(w, "transposed")
+    np.testing.assert_allclose(tr.numpy(), w.numpy().T, rtol=0, atol=0)
+    np.testing.assert_allclose(tr.sum(dim=0).numpy(), np.ones(6), rtol=1e-12)  # columns sum to 1 …
+    assert (tr.sum(dim=1) - 1).abs().max() > 1e-2  # … rows do not
+    rc = soft_label_column_targets(w, "recomputed")
+    np.testing.assert_allclose(rc.sum(dim=1).numpy(), np.ones(6), rtol=1e-12)
+    np.testing.assert_allclose(rc.numpy(), ref_soft_targets(ta, None, 0.1, "priority", "softmax", transpose=True),
+                               rtol=1e-10)
+    np.testing.assert_allclose(rc.numpy(), w.numpy(), rtol=1e-10)
+    # a non-symmetric teacher similarity: the recomputed target is f(S_Tᵀ), passed by the caller
+    st = rng.normal(size=(6, 6))
+    w2 = soft_targets_from_similarity(t64(st), 0.2)
+    c2 = soft_targets_from_similarity(t64(st).T, 0.2)
+    np.testing.assert_allclose(w2.numpy(), ref_soft_normalise(st, 0.2, "softmax"), rtol=1e-12)
+    np.testing.assert_allclose(c2.numpy(), ref_soft_normalise(st.T, 0.2, "softmax"), rtol=1e-12)
+    np.testing.assert_allclose(soft_label_column_targets(w2, "recomputed", c2).numpy(), c2.numpy(), rtol=0)
+    sa, sb = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    got = soft_label_loss(t64(sa), t64(sb), w2, 0.2, tms=True, mono_terms="code", column_targets=c2)
+    want = ref_soft_loss(sa, sb, w2.numpy(), ref_soft_normalise(st.T, 0.2, "softmax"), 0.2, True, 0.1, "code")
+    assert got.item() == pytest.approx(want, rel=1e-10)
+    # raw targets: the recomputed column target is S_Tᵀ itself
+    raw = soft_targets_from_similarity(t64(st), w_func="raw")
+    np.testing.assert_allclose(soft_label_column_targets(raw, "recomputed", soft_targets_from_similarity(
+        t64(st).T, w_func="raw")).numpy(), st.T, rtol=0)
+    with pytest.raises(ValueError, match="column_targets"):
+        soft_label_column_targets(w2, "transposed", c2)
+    with pytest.raises(ValueError, match="column_target"):
+        soft_label_column_targets(w2, "literal")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="column_targets"):
+        soft_label_loss(t64(sa), t64(sb), w2, column_targets=torch.ones(5, 5, dtype=torch.float64))
+    with pytest.raises(ValueError, match="mono_terms"):
+        soft_label_loss(t64(sa), t64(sb), w2, tms=True, mono_terms="both")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="square"):
+        soft_targets_from_similarity(torch.ones(3, 4))
+
+
+def test_soft_label_column_readings_give_different_losses_and_gradients() -> None:
+    rng = np.random.default_rng(22)
+    w = soft_label_targets(t64(_related_teacher(rng, 8, 6)), temperature=0.1)
+    a0, b0 = rng.normal(size=(8, 4)), rng.normal(size=(8, 4))
+    out = {}
+    for reading in ("recomputed", "transposed"):
+        sa, sb = t64(a0).requires_grad_(True), t64(b0).requires_grad_(True)
+        loss = soft_label_loss(sa, sb, w, 0.1, column_target=reading)
+        loss.backward()
+        out[reading] = (loss.item(), sa.grad)
+    (l_rc, g_rc), (l_tr, g_tr) = out["recomputed"], out["transposed"]
+    assert abs(l_rc - l_tr) > 1e-3 * abs(l_rc)
+    assert (g_rc - g_tr).norm() > 1e-2 * g_rc.norm()
+
+
+def test_soft_label_mono_terms_code_is_twice_paper_where_symmetric() -> None:
+    """L_mono ("code") = 2 · L_mono ("paper") exactly when the column target equals W: always with "recomputed" (S_aa,
+    S_bb are symmetric), and with "transposed" only for a symmetric W (raw targets); never for a softmax W with
+    "transposed". cross_weight = 0 isolates L_mono."""
+    rng = np.random.default_rng(23)
+    ta, sa, sb = t64(_related_teacher(rng, 6, 7)), t64(rng.normal(size=(6, 4))), t64(rng.normal(size=(6, 4)))
+
+    def mono(w: torch.Tensor, column_target: str, mono_terms: str) -> float:
+        return soft_label_loss(sa, sb, w, 0.1, tms=True, cross_weight=0.0, column_target=column_target,
+                               mono_terms=mono_terms).item()
+
+    soft, raw = soft_label_targets(ta, temperature=0.1), soft_label_targets(ta, w_func="raw")
+    for w, reading in ((soft, "recomputed"), (raw, "recomputed"), (raw, "transposed")):
+        paper = mono(w, reading, "paper")
+        assert paper != 0 and mono(w, reading, "code") == pytest.approx(2 * paper, rel=1e-10)
+    paper = mono(soft, "transposed", "paper")  # about, not exactly, twice: the column terms' target Wᵀ ≠ W
+    assert mono(soft, "transposed", "code") == pytest.approx(2 * paper, rel=1e-2)
+    assert abs(mono(soft, "transposed", "code") - 2 * paper) > 1e-6 * abs(paper)
+    # λ weighs L_cross only: L(λ) − L(0) = λ · L_cross under either reading of L_mono
+    for terms in ("paper", "code"):
+        full = soft_label_loss(sa, sb, soft, 0.1, tms=True, cross_weight=0.1, mono_terms=terms).item()
+        assert full - mono(soft, "recomputed", terms) == pytest.approx(
+            0.1 * soft_label_loss(sa, sb, soft, 0.1).item(), rel=1e-10)
+
+
+def test_soft_label_defaults_are_those_of_the_objective_settings() -> None:
+    """One default per reading: the objective's dataclass and the loss function agree (the component passes both)."""
+    import inspect
+
+    params = inspect.signature(soft_label_loss).parameters
+    o = SoftLabelObjective()
+    assert params["column_target"].default == o.column_target
+    assert params["mono_terms"].default == o.mono_terms
+    assert params["cross_weight"].default == o.cross_weight and params["temperature"].default == o.temperature
 
 
 def test_soft_label_modes_and_weights_matter() -> None:
@@ -564,8 +691,11 @@ def test_soft_label_gradcheck() -> None:
     sa = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     sb = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     w = soft_label_targets(torch.randn(3, 6, dtype=torch.float64), temperature=0.5)
-    for tms in (False, True):
-        assert torch.autograd.gradcheck(lambda x, y, m=tms: soft_label_loss(x, y, w, 0.5, tms=m), (sa, sb))
+    for tms, column_target, mono_terms in ((False, "recomputed", "paper"), (False, "transposed", "paper"),
+                                           (True, "recomputed", "paper"), (True, "transposed", "code")):
+        assert torch.autograd.gradcheck(
+            lambda x, y, m=tms, c=column_target, t=mono_terms: soft_label_loss(x, y, w, 0.5, tms=m, column_target=c,
+                                                                               mono_terms=t), (sa, sb))
 
 
 # ----------------------------------------------------------------------------------------------------- EASE
@@ -712,8 +842,8 @@ def _all_losses(dtype: torch.dtype, device: str) -> dict[str, float]:
     out = {
         "info_nce": info_nce(a, b, 0.05, True, hn, 0.5, groups),
         "simcse": simcse_loss(a, b, hn, 0.05, 1.0, groups),
-        "mpcl": mpcl_loss(a, groups, 0.05, minmax=True, hard_negatives=hn),
-        "mpcl_out": mpcl_loss(a, groups, 0.05, positives="outside", minmax=False,
+        "mpcl": mpcl_loss(a, groups, 0.05, scaling="row", hard_negatives=hn),
+        "mpcl_out": mpcl_loss(a, groups, 0.05, positives="outside", scaling="none",
                               candidate_mask=torch.ones(6, 6, dtype=torch.bool, device=device)),
         "soft": soft_label_loss(a, b, w, tms=True),
         "ease": ease_loss(a, b, hn, arr(6, 5), groups=groups, entity_groups=groups),

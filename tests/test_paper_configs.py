@@ -235,8 +235,9 @@ def test_paper_values_mpcl() -> None:
     cfg = load_config(PAPER / "mpcl-xnli-xlmr.yaml")
     ts, o = _objective(cfg)
     assert (ts.encoder.pretrained, ts.encoder.pooling, ts.encoder.max_length) == ("xlm-roberta-large", "cls", 64)
-    assert (o.kind, o.batch_size, o.temperature, o.positives, o.minmax, o.single_positive_steps) == (
-        "mpcl", 128, 0.05, "inside", True, 2000)
+    assert (o.kind, o.batch_size, o.temperature, o.positives, o.scaling, o.single_positive_steps) == (
+        "mpcl", 128, 0.05, "inside", "none", 2000)
+    assert o.group_members == 6  # the anchor sees K = 5 positives
     assert ts.lr == 1e-5 and o.languages == ("en", "de", "fr", "es", "ru", "zh")
     assert cfg.corpora.xnli_groups.languages == ["en", "de", "fr", "es", "ru", "zh"]
     assert cfg.corpora.xnli_groups.splits == ["train"]

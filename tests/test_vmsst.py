@@ -1,6 +1,8 @@
 """VMSST (models/vmsst/, models/objectives/vmsst.py, VmsstComponent): the decoder has no cross-attention and depends
 on z_sem, the KL term and its annealing, gradients into both encoders, a tiny model learning on the sample bitext,
-the μ_sem export, the baselines on the same code, the monitoring columns and the refusals before training."""
+the μ_sem export, the baselines on the same code, the monitoring columns and the refusals before training; the
+paper's readings: one shared decoder for the translation terms, z_sem's side alternating within the batch, and
+VMSST-CONTRASTIVE = InfoNCE + λ·VMSST."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from conftest import SAMPLE
 
 from models import distributed
 from models.encoder import SentenceEncoder
+from models.objectives import info_nce
 from models.objectives.vmsst import gaussian_kl, kl_annealing, sequence_nll, vmsst_loss
 from models.settings import EncoderSettings, TokenizerSettings, TrainSettings, VmsstObjective
 from models.vmsst import LatentConditionedDecoder, VmsstModel
@@ -175,7 +178,7 @@ def test_vmsst_loss_combines_translation_and_weighted_elbo() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the model
-def test_gradients_reach_both_encoders_and_the_semantic_side_alternates(corpora: dict[str, Path]) -> None:
+def test_gradients_reach_both_encoders_and_reads_b_picks_the_semantic_side(corpora: dict[str, Path]) -> None:
     student, c = _component(_settings(), corpora)
     model: VmsstModel = c.modules["vmsst"]
     # the language encoder reads the student's word-embedding table, which the component does not own twice
@@ -184,8 +187,7 @@ def test_gradients_reach_both_encoders_and_the_semantic_side_alternates(corpora:
     loss.backward()
     for name, module in (("semantic encoder", student.backbone.encoder), ("W_mu", student.post[0]),
                          ("language encoder", model.language_encoder), ("language head", model.language_head),
-                         ("semantic logvar", model.semantic_logvar), ("decoder", model.decoder),
-                         ("translation decoder", model.translation_decoder)):
+                         ("semantic logvar", model.semantic_logvar), ("decoder", model.decoder)):
         grads = [p.grad for p in module.parameters()]
         assert all(g is not None and torch.isfinite(g).all() for g in grads), name
         assert sum(float(g.abs().sum()) for g in grads) > 0, name
@@ -198,14 +200,14 @@ def test_gradients_reach_both_encoders_and_the_semantic_side_alternates(corpora:
     assert {"translation_nll", "reconstruction_nll", "kl_sem", "kl_lang", "kl_beta", "active_units_sem",
             "active_units_lang", "swap_nll_own", "swap_nll_swapped"} <= set(metrics)
     assert float(metrics["kl_beta"]) == 0.0  # update 0 of a 10-step annealing
-    # z_sem alternates: on even micro-steps it reads side a, on odd ones side b (same pairs, same noise)
+    # reads_b picks the side z_sem reads, for the whole batch or per row (same pairs, same noise)
     model.eval()
     student.eval()
     kls = []
-    for micro in (0, 1, 2):
+    for reads_b in (False, True, torch.zeros(4, dtype=torch.bool), torch.tensor([False, True, False, True])):
         torch.manual_seed(7)
-        kls.append(float(model(student, a, b, update=0, micro=micro).metrics["kl_sem"]))
-    assert kls[0] == kls[2] != kls[1]
+        kls.append(float(model(student, a, b, update=0, reads_b=reads_b).metrics["kl_sem"]))
+    assert kls[0] == kls[2] != kls[1] and kls[3] not in (kls[0], kls[1])
 
 
 def test_tiny_vmsst_lowers_its_loss_and_logs_monitoring(corpora: dict[str, Path], tmp_path: Path) -> None:
@@ -266,10 +268,149 @@ def test_bitranslation_and_vmsst_contrastive_run_on_the_same_code(corpora: dict[
     res = _train(_settings(o, steps=2), corpora, tmp_path / "vc")
     t = pq.read_table(tmp_path / "vc" / res["tables"]["train_steps"]).to_pydict()
     assert all(v is not None and v > 0 for v in t["contrastive_loss"])
+    assert all(v is not None and v > 0 for v in t["vmsst_loss"])
     _, c = _component(_settings(o), corpora)
-    assert c.contrastive_weight == 0.001 and c.elbo_weight == 0.1  # the paper's random-init values
-    with pytest.raises(ValueError, match="contrastive_weight applies"):
-        _component(_settings(VmsstObjective(contrastive_weight=0.1)), corpora)
+    assert c.vmsst_weight == 0.001 and c.elbo_weight == 0.1  # the paper's random-init values
+    with pytest.raises(ValueError, match=r"vmsst_weight .* applies to variant vmsst_contrastive"):
+        _component(_settings(VmsstObjective(vmsst_weight=0.1)), corpora)
+    with pytest.raises(ValueError, match="vmsst_weight must be ≥ 0"):
+        _component(_settings(VmsstObjective(variant="vmsst_contrastive", vmsst_weight=-0.1)), corpora)
+
+
+def _student_grads(student: SentenceEncoder, loss: torch.Tensor) -> dict[str, torch.Tensor]:
+    student.zero_grad(set_to_none=True)
+    loss.backward()
+    return {k: p.grad.clone() if p.grad is not None else torch.zeros_like(p) for k, p in student.named_parameters()}
+
+
+def _flat(grads: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([g.flatten() for g in grads.values()])
+
+
+def test_vmsst_contrastive_is_infonce_plus_lambda_times_the_vmsst_loss(corpora: dict[str, Path]) -> None:
+    """Paper §6.3: L = L_CONTRASTIVE + λ·L_VMSST — the contrastive vs generative gradient ratio is 1/λ."""
+    lam, step = 0.25, 2
+    o = VmsstObjective(variant="vmsst_contrastive", batch_size=8, kl_anneal_steps=4, monitor_every=0, vmsst_weight=lam)
+    student, c = _component(_settings(o), corpora)
+    loss, metrics = c.batch(step).direct()
+    torch.testing.assert_close(loss.detach(), metrics["contrastive_loss"] + lam * metrics["vmsst_loss"])
+    g_total = _student_grads(student, loss)
+    # the contrastive term alone, computed here: symmetric InfoNCE on μ_sem of both sides of the same batch
+    idx = c.plan.batch(step)
+    _, mu_a = VmsstModel.semantic_mean(student, c.side(list(idx), "a"))
+    _, mu_b = VmsstModel.semantic_mean(student, c.side(list(idx), "b"))
+    contrastive = info_nce(mu_a, mu_b, o.contrastive_temperature, True, groups=c.ids(c.pairs.meaning[idx]))
+    torch.testing.assert_close(contrastive.detach(), metrics["contrastive_loss"])
+    g_con = _student_grads(student, contrastive)
+    # the VMSST loss alone: variant vmsst on the same initialisation, batch and noise
+    student_v, cv = _component(_settings(dataclasses.replace(o, variant="vmsst", vmsst_weight=None)), corpora)
+    for x, y in ((student, student_v), (c.modules, cv.modules)):
+        assert all(torch.equal(p, q) for p, q in zip(x.state_dict().values(), y.state_dict().values(), strict=True))
+    loss_v, _ = cv.batch(step).direct()
+    torch.testing.assert_close(loss_v.detach(), metrics["vmsst_loss"])
+    g_vmsst = _student_grads(student_v, loss_v)
+    for k, g in g_total.items():
+        torch.testing.assert_close(g, g_con[k] + lam * g_vmsst[k], atol=1e-6, rtol=1e-4, msg=lambda m, k=k: f"{k}: {m}")
+    total, con, gen = _flat(g_total), _flat(g_con), _flat(g_vmsst)
+    assert float(con.norm()) > 1e-3 and float(gen.norm()) > 1e-3
+    assert not torch.allclose(con, gen, atol=1e-4)  # the two terms pull differently: the test can tell them apart
+    # coefficient of the contrastive term 1, of the generative one λ: ratio 1/λ
+    assert float((total - con).norm() / gen.norm()) == pytest.approx(lam, rel=1e-3)
+    # λ → 0: pure contrastive gradients
+    student_0, c0 = _component(_settings(dataclasses.replace(o, vmsst_weight=0.0)), corpora)
+    loss_0, _ = c0.batch(step).direct()
+    torch.testing.assert_close(loss_0.detach(), contrastive.detach())
+    g_0 = _student_grads(student_0, loss_0)
+    for k, g in g_0.items():
+        torch.testing.assert_close(g, g_con[k], atol=1e-7, rtol=1e-5, msg=lambda m, k=k: f"{k}: {m}")
+
+
+def test_shared_translation_decoder_is_the_one_decoder_reading_z_lang_and_mu_sem(corpora: dict[str, Path]) -> None:
+    student, c = _component(_settings(VmsstObjective(batch_size=8, monitor_every=0)), corpora)
+    model: VmsstModel = c.modules["vmsst"]
+    decoders = [m for m in model.modules() if isinstance(m, LatentConditionedDecoder)]
+    assert decoders == [model.decoder] and not hasattr(model, "translation_decoder")
+    assert model.decoder.condition_dim == 2 * TINY.projection  # [z_lang ; μ_sem], the 3d × V output projection
+    student_s, cs = _component(_settings(VmsstObjective(batch_size=8, monitor_every=0,
+                                                        translation_decoder="separate")), corpora)
+    separate: VmsstModel = cs.modules["vmsst"]
+    assert isinstance(separate.translation_decoder, LatentConditionedDecoder)
+    assert separate.translation_decoder.condition_dim == TINY.projection
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(separate) - count(model) == count(separate.translation_decoder) > 0
+    for m in (student, model, student_s, separate):
+        m.eval()
+    a, b = c.side(range(4), "a"), c.side(range(4), "b")
+    with torch.no_grad():
+        _, mu_b = VmsstModel.semantic_mean(student, b)
+        z = torch.randn(4, TINY.projection, generator=torch.Generator().manual_seed(3))
+        base = model.translation_logits(student, a, mu_b, z)
+        table = student.backbone.get_input_embeddings()
+        ref = model.decoder.logits(table, model.language_embeddings(a.language), a.targets, torch.cat([z, mu_b], 1))
+        torch.testing.assert_close(base, ref)  # the ELBO's decoder on [z_lang of the target ; μ_sem of the other]
+        for changed in (model.translation_logits(student, a, mu_b + 0.5, z),
+                        model.translation_logits(student, a, mu_b, z + 0.5)):
+            assert (changed - base).abs().amax(-1).min() > 1e-4  # every position of every row moves
+        # separate: μ_sem alone conditions the translation decoder, z_lang does not enter
+        sep = separate.translation_logits(student_s, a, mu_b, z)
+        assert torch.equal(sep, separate.translation_logits(student_s, a, mu_b, z + 0.5))
+        assert (separate.translation_logits(student_s, a, mu_b + 0.5, z) - sep).abs().amax(-1).min() > 1e-4
+        # through the loss: the target side's language sample reaches the translation terms only when shared
+        zero = torch.zeros(4, TINY.projection)
+        for m, enc, shared in ((model, student, True), (separate, student_s, False)):
+            nll = [float(m(enc, a, b, update=0, noise={"sem": zero, "lang_a": eps, "lang_b": eps})
+                         .metrics["translation_nll"]) for eps in (zero, z)]
+            assert (nll[0] != nll[1]) is shared, (shared, nll)
+
+
+def _semantic_sources(c, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(z_sem, μ_sem(a), μ_sem(b)) of this component's batch ``step``, with ε_sem = 0 so that z_sem = μ_sem of the
+    side each row reads."""
+    model = c.modules["vmsst"]
+    seen = {}
+    forward = model.forward
+
+    def spy(*args, **kw):
+        kw["noise"] = {**kw["noise"], "sem": torch.zeros_like(kw["noise"]["sem"])}
+        seen["out"] = forward(*args, **kw)
+        return seen["out"]
+
+    model.forward = spy
+    try:
+        c.batch(step).direct()
+    finally:
+        del model.forward
+    out = seen["out"]
+    return out.z_sem.detach(), out.mu_a.detach(), out.mu_b.detach()
+
+
+def test_semantic_side_rows_alternates_within_the_batch_by_global_row(corpora: dict[str, Path]) -> None:
+    _, c = _component(_settings(VmsstObjective(batch_size=6, monitor_every=0)), corpora)
+    assert c.objective.semantic_side == "rows"  # the paper's default
+    for step in (0, 1):
+        z, mu_a, mu_b = _semantic_sources(c, step)
+        assert not torch.allclose(mu_a, mu_b, atol=1e-3)
+        torch.testing.assert_close(z[0::2], mu_a[0::2])  # even rows read side a
+        torch.testing.assert_close(z[1::2], mu_b[1::2])  # odd rows read side b: both sides in one batch
+    assert c.semantic_reads_b(0, 6).tolist() == [False, True, False, True, False, True]
+    # rank 1 of 2 holds global rows 3, 4, 5: sides b, a, b (its local parity would say a, b, a)
+    c.rank, c.world = 1, 2
+    assert c.semantic_reads_b(0, 6).tolist() == [True, False, True]
+    z, mu_a, mu_b = _semantic_sources(c, 0)
+    assert z.shape[0] == 3
+    torch.testing.assert_close(z[[0, 2]], mu_b[[0, 2]])
+    torch.testing.assert_close(z[1], mu_a[1])
+    c.rank = 0
+    assert [*c.semantic_reads_b(0, 6).tolist(), True, False, True] == [False, True] * 3  # shards → one process's
+
+
+def test_semantic_side_steps_alternates_the_whole_batch_per_step(corpora: dict[str, Path]) -> None:
+    _, c = _component(_settings(VmsstObjective(batch_size=6, monitor_every=0, semantic_side="steps")), corpora)
+    for step, side in ((0, "a"), (1, "b"), (2, "a")):
+        z, mu_a, mu_b = _semantic_sources(c, step)
+        assert not torch.allclose(mu_a, mu_b, atol=1e-3)
+        torch.testing.assert_close(z, mu_a if side == "a" else mu_b)  # one side for every row of the step
+        assert c.semantic_reads_b(step, 6).tolist() == [side == "b"] * 6
 
 
 def test_resume_reproduces_the_vmsst_loss_sequence(corpora: dict[str, Path], tmp_path: Path) -> None:
@@ -314,8 +455,9 @@ VARIANTS = ("vmsst", "vmsst_contrastive")
 
 
 def _gradients(corpora: dict[str, Path], variant: str) -> dict[str, torch.Tensor]:
-    """Gradients of update 2 (β 0.5, z_sem on side a) of a 16-pair batch, summed over ranks when distributed."""
-    settings = _settings(VmsstObjective(variant=variant, batch_size=16, kl_anneal_steps=4, contrastive_weight=0.5
+    """Gradients of update 2 (β 0.5, z_sem on side a of even global rows, b of odd ones) of a 16-pair batch, summed
+    over ranks when distributed."""
+    settings = _settings(VmsstObjective(variant=variant, batch_size=16, kl_anneal_steps=4, vmsst_weight=0.5
                                         if variant == "vmsst_contrastive" else None))
     student, c = _component(settings, corpora)
     loss, _ = c.batch(2).direct()

@@ -8,11 +8,27 @@ translation group share a ``groups`` id. With s_ij = cos(h_i, c_j) over the cand
     C_i = { j ≠ i : candidate_mask[i, j] } ∪ { all hard-negative columns }    (the diagonal is never a candidate)
     P_i = { j ≠ i : groups[j] = groups[i] }                                   (must lie in C_i; never a hard negative)
 
-Min–max scaling (paper §3.3, "min–max scaling into [−1/τ, 1/τ]"; per anchor row over its candidates only)::
+Min–max scaling (paper §3.3: "min-max scaling to rescale the similarity scores within a range of [−1/τ, 1/τ]"). The
+one sentence does not fix the reading, so each reading is a ``scaling`` value (methods §2.3)::
 
-    s̃_ij = ( 2 · (s_ij − min_{c∈C_i} s_ic) / (max_{c∈C_i} s_ic − min_{c∈C_i} s_ic + ε) − 1 ) / τ
+    s̃_ij = ( 2 · (s_ij − lo) / (hi − lo + ε) − 1 ) / τ
 
-(min and max detached iff ``minmax_detach``); without it s̃_ij = s_ij / τ.
+    "none"             lo, hi = −1, 1: the cosine's own range mapped onto [−1/τ, 1/τ], i.e. s̃ = s/τ (+ a constant that
+                       cancels in the softmax) — plain InfoNCE / Eq. 1–2 at temperature τ
+    "row"              lo, hi = min, max of anchor row i over its candidates C_i; gradients flow through them
+    "row_detached"     the same, min and max constants in the backward pass (a per-row temperature τ·(hi − lo)/2)
+    "matrix"           lo, hi = min, max over every anchor row's candidates (the whole batch); gradients flow
+    "matrix_detached"  the same, detached
+
+``minmax_self``: the self-similarity s_ii = 1 joins the min/max range (so hi = 1), the "self-similarity in" reading.
+
+Why the default is ``"none"``: with ``"row"`` each row's loss is invariant to any affine change of its own
+similarities, so the loss cannot see embeddings contracting, and the gradient through min rewards pulling a row's
+*least* similar candidate toward the anchor (``tests/test_objectives.py`` pins both); trained from
+multilingual-e5-small it collapses xx→en retrieval (``bench/replications.py mpcl``, README "Replications"). The
+detached readings keep the loss a softmax cross-entropy (every negative is pushed away) but still hide a uniform
+contraction from the loss value; ``"none"`` is the reading that trained as the paper reports (multiple positives above
+"+Single"), see the README's replication table for the measured numbers of every reading.
 
 ``positives="inside"`` (paper Eq. 2, the default; K positives summed inside the log, positives also in the
 denominator)::
@@ -26,8 +42,8 @@ denominator)::
 L = mean of l_i over the anchor rows (``anchors``, default every row; an anchor row with no positive is an error).
 Both forms are computed with logsumexp over −inf-masked rows (numerically stable in float32).
 
-Defaults: τ = 0.05, inside, min–max scaling on, not detached (the paper leaves row-wise / detached open), ε = 1e-6,
-every row an anchor, every other in-batch row a candidate, no hard negatives.
+Defaults: τ = 0.05, inside, ``scaling="none"`` (see above), ε = 1e-6, every row an anchor, every other in-batch row a
+candidate, no hard negatives.
 
 Relations:
     - K = 1 (groups of size 2): inside = outside = Eq. 1 (single-positive CL); without min–max scaling and with every
@@ -40,19 +56,23 @@ Relations:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
 from models.objectives.info_nce import _check_ids, _check_matrix, _check_temperature, _cosine
 
-__all__ = ["mpcl_loss"]
+__all__ = ["MPCL_SCALINGS", "Scaling", "mpcl_loss"]
+
+Scaling = Literal["none", "row", "row_detached", "matrix", "matrix_detached"]
+MPCL_SCALINGS: tuple[str, ...] = get_args(Scaling)
 
 
 def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float = 0.05,
-              positives: Literal["inside", "outside"] = "inside", minmax: bool = True, minmax_detach: bool = False,
-              anchors: torch.Tensor | None = None, hard_negatives: torch.Tensor | None = None,
-              candidate_mask: torch.Tensor | None = None, eps: float = 1e-6) -> torch.Tensor:
+              positives: Literal["inside", "outside"] = "inside", scaling: Scaling = "none",
+              minmax_self: bool = False, anchors: torch.Tensor | None = None,
+              hard_negatives: torch.Tensor | None = None, candidate_mask: torch.Tensor | None = None,
+              eps: float = 1e-6) -> torch.Tensor:
     """Multi-positive contrastive loss over a batch of translation groups.
 
     Args:
@@ -61,8 +81,9 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
             devices when embeddings are all-gathered.
         temperature: τ > 0 (default 0.05).
         positives: ``"inside"`` (paper Eq. 2, Σ inside the log) or ``"outside"`` (SupCon average of log-probabilities).
-        minmax: rescale each anchor row's candidate similarities into [−1/τ, 1/τ] (paper §3.3).
-        minmax_detach: treat each row's min and max as constants in the backward pass.
+        scaling: the reading of the paper's min–max scaling into [−1/τ, 1/τ] (module docstring): ``"none"``,
+            ``"row"``, ``"row_detached"``, ``"matrix"`` or ``"matrix_detached"``.
+        minmax_self: include the self-similarity (1) in the min–max range (unused with ``"none"``).
         anchors: optional (N,) bool, the rows that contribute a loss term (default all rows).
         hard_negatives: optional H×d embeddings, candidates of every anchor, never positives.
         candidate_mask: optional N×N bool; True at (i, j) allows j in row i's denominator (default all j ≠ i; the
@@ -86,6 +107,8 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
     _check_temperature(temperature)
     if positives not in ("inside", "outside"):
         raise ValueError(f"positives must be 'inside' or 'outside', got {positives!r}")
+    if scaling not in MPCL_SCALINGS:
+        raise ValueError(f"scaling must be one of {list(MPCL_SCALINGS)}, got {scaling!r}")
     if not (eps >= 0):
         raise ValueError(f"eps must be ≥ 0, got {eps!r}")
     device = embeddings.device
@@ -128,14 +151,19 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
 
     targets = embeddings if hard_negatives is None else torch.cat([embeddings, hard_negatives], dim=0)
     s = _cosine(embeddings[rows], targets)  # A×(N+H)
-    if minmax:
-        lo = s.masked_fill(~cand, float("inf")).amin(dim=1, keepdim=True)
-        hi = s.masked_fill(~cand, float("-inf")).amax(dim=1, keepdim=True)
-        if minmax_detach:
+    if scaling == "none":
+        scaled = s / temperature
+    else:
+        inside = cand
+        if minmax_self:  # the anchor's own column (s_ii = 1) joins the range
+            inside = cand.clone()
+            inside[torch.arange(len(rows), device=device), rows] = True
+        dims = (1,) if scaling.startswith("row") else (0, 1)
+        lo = s.masked_fill(~inside, float("inf")).amin(dim=dims, keepdim=True)
+        hi = s.masked_fill(~inside, float("-inf")).amax(dim=dims, keepdim=True)
+        if scaling.endswith("_detached"):
             lo, hi = lo.detach(), hi.detach()
         scaled = (2 * (s - lo) / (hi - lo + eps) - 1) / temperature
-    else:
-        scaled = s / temperature
     neg_inf = float("-inf")
     log_denominator = torch.logsumexp(scaled.masked_fill(~cand, neg_inf), dim=1)
     if positives == "inside":

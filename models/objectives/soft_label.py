@@ -1,7 +1,8 @@
 """Soft-label contrastive distillation from a frozen monolingual teacher (IMASCL).
 
-Paper/code: arXiv 2405.16155 and ``YAI12xLinq-B/IMASCL`` (``AMETrainer._compute_loss_from_type``, loss_type "CS";
-methods §3, §13). A batch holds B translation pairs (x_i, y_i); the student embeds both sides, the teacher one or both.
+Paper: Park et al., "Improving Multi-lingual Alignment Through Soft Contrastive Learning" (NAACL SRW 2024, arXiv
+2405.16155); code: ``YAI12xLinq-B/IMASCL`` (``AMETrainer._compute_loss_from_type``, loss_type "CS"); methods §3, §13.
+A batch holds B translation pairs (x_i, y_i); the student embeds both sides, the teacher one or both.
 
 Targets (``soft_label_targets``, no gradient — the teacher is frozen). With Â, B̂ the L2-normalised teacher embeddings of
 the two sides (the teacher's dimension may differ from the student's)::
@@ -9,21 +10,41 @@ the two sides (the teacher's dimension may differ from the student's)::
     "priority":  S_T = Â Âᵀ               (Â = the side in the higher-priority language, e.g. English; the caller
                                             picks it per pair, as the code's ``--embed_direction input``)
     "average":   S_T = (Â Âᵀ + B̂ B̂ᵀ) / 2  (``--embed_direction both``)
-    W = row-softmax(S_T / τ)  (``w_func="softmax"``, the paper and ``train.sh``)   or   W = S_T  (``"raw"``)
+    W = f(S_T) = row-softmax(S_T / τ)  (``w_func="softmax"``, the paper and ``train.sh``)   or   S_T  (``"raw"``)
 
-Student loss (``soft_label_loss``). With S = Ê_a Ê_bᵀ (student cosine) and the soft cross-entropy::
+``soft_targets_from_similarity`` is f alone, for a caller that has its own S_T.
+
+Student loss (``soft_label_loss``). With S = Ê_a Ê_bᵀ (student cosine), S_aa = Ê_a Ê_aᵀ, S_bb = Ê_b Ê_bᵀ and the soft
+cross-entropy::
 
     L_rows(S, W) = −(1/B) Σ_i Σ_j W_ij log softmax_j(S_ij / τ)
-    L_cross = L_rows(S, W) + L_rows(Sᵀ, Wᵀ)           (paper Eq. 6; the two directions are summed, as in the code)
-    L_mono  = L_rows(S_aa, W) + L_rows(S_aaᵀ, Wᵀ) + L_rows(S_bb, W) + L_rows(S_bbᵀ, Wᵀ)     (S_aa = Ê_a Ê_aᵀ, …)
+    L_cross = L_rows(S, W) + L_rows(Sᵀ, C)                      (paper Eq. 6: row + column terms, summed as the code)
+    L_mono  = L_rows(S_aa, W) + L_rows(S_bb, W)                 (mono_terms="paper", Eq. 7: one term per language)
+            = L_rows(S_aa, W) + L_rows(S_aaᵀ, C) + L_rows(S_bb, W) + L_rows(S_bbᵀ, C)   (mono_terms="code")
     tms=False:  L = L_cross
-    tms=True:   L = λ · L_cross + L_mono                (TMS, "train mono space"; paper Eq. 8, λ = ``cross_weight``)
+    tms=True:   L = λ · L_cross + L_mono                        (TMS / "TCM"; paper Eq. 8, λ = ``cross_weight``)
 
-Defaults: τ = 0.1 for targets and student (paper §13, ``train.sh``), "priority", softmax targets, no TMS, λ = 0.1.
+The column target C (``column_target``; ``soft_label_column_targets``):
+    "recomputed" (default): C = f(S_Tᵀ), the column term's target normalised like the row term's — what the public
+        code does (it recomputes row-softmax(S_Tᵀ / τ)), and so what produced the paper's numbers. Every S_T above is
+        symmetric, so C = W (row-stochastic) and the column term is L_rows(Sᵀ, W). A caller with a non-symmetric S_T
+        passes ``column_targets = soft_targets_from_similarity(S_Tᵀ, τ, w_func)``.
+    "transposed": C = Wᵀ, Eq. 6 read literally: a column-stochastic matrix whose rows sum to 0.67–1.22 on real batches
+        (≈ 7 % different gradient, methods §3.3).
+
+Defaults: τ = 0.1 for targets and student (paper §13, ``train.sh``), "priority", softmax targets, no TMS, λ = 0.1,
+``column_target="recomputed"``, ``mono_terms="paper"``. ``SoftLabelObjective`` (models.settings) carries the same
+defaults and passes every field.
 
 Paper vs code (methods §3.3, §D.0, §D.3):
+    - Column target: "recomputed" is the code, "transposed" the literal Eq. 6 (above).
+    - L_mono: the code adds both directions per language (``mono_terms="code"``), about twice Eq. 7's one term per
+      language (``"paper"``, the default) — with "recomputed" and the always-symmetric S_aa, S_bb exactly twice, which
+      halves the effective λ. ``mono_terms="code"`` with ``column_target="transposed"`` is this module's earlier
+      behaviour.
     - λ: the paper weights the cross-lingual term by λ = 0.1 (Eq. 8); the public code adds the TMS terms with weight 1
-      and has no λ — ``cross_weight=1.0`` reproduces the code. ``cross_weight`` is unused when ``tms=False``.
+      and has no λ — ``cross_weight=1.0, mono_terms="code"`` reproduces the code. ``cross_weight`` and ``mono_terms``
+      are unused when ``tms=False``.
     - No teacher (``--embed_model None``): the code uses W = I *through the softmax*, i.e. W = softmax(I/τ), which is
       not one-hot (≈ 0.9988 on the diagonal for B = 28, τ = 0.1). Pass ``soft_label_targets(torch.eye(B))`` to
       reproduce that quirk, or ``torch.eye(B)`` itself as ``targets`` for hard labels.
@@ -31,11 +52,12 @@ Paper vs code (methods §3.3, §D.0, §D.3):
       sentence. That belongs to the caller's encoding step, not to this loss.
     - The code's margin (P = softmax((S − margin·[S_T > 0.95]) / τ), 0.95 = ``positive_threshold``) is 0 in every
       default, hence inert; it is not offered here.
-    - ``targets`` are treated as constants (detached) in ``soft_label_loss``.
+    - ``targets`` and ``column_targets`` are treated as constants (detached) in ``soft_label_loss``.
 
 Relations:
-    - with hard (one-hot) targets, ``soft_label_loss(tms=False)`` = L→ + L← = 2 · ``info_nce(a, b, τ, symmetric=True)``;
-      an identity teacher (one-hot teacher rows) with a target temperature → 0 gives such targets;
+    - with hard (one-hot) targets, ``soft_label_loss(tms=False)`` = L→ + L← = 2 · ``info_nce(a, b, τ, symmetric=True)``
+      under either column target (I = Iᵀ); an identity teacher (one-hot teacher rows) with a target temperature → 0
+      gives such targets;
     - sentence-transformers' ``DistillKLDivLoss`` is the closest library loss (KL instead of soft CE, which differs by
       the targets' entropy, a constant).
 """
@@ -49,13 +71,46 @@ import torch.nn.functional as F
 
 from models.objectives.info_nce import _check_matrix, _check_pair, _check_temperature
 
-__all__ = ["soft_label_loss", "soft_label_targets"]
+__all__ = ["soft_label_column_targets", "soft_label_loss", "soft_label_targets", "soft_targets_from_similarity"]
+
+ColumnTarget = Literal["recomputed", "transposed"]
+MonoTerms = Literal["paper", "code"]
+
+
+def _check_w_func(w_func: str) -> None:
+    if w_func not in ("softmax", "raw"):
+        raise ValueError(f"w_func must be 'softmax' or 'raw', got {w_func!r}")
+
+
+def soft_targets_from_similarity(similarity: torch.Tensor, temperature: float = 0.1,
+                                 w_func: Literal["softmax", "raw"] = "softmax") -> torch.Tensor:
+    """f(S_T): soft targets from a B×B teacher similarity, row by row (computed without gradient).
+
+    Args:
+        similarity: B×B teacher similarity S_T.
+        temperature: τ > 0 of the target softmax (default 0.1; unused by ``w_func="raw"``).
+        w_func: ``"softmax"`` (row-softmax(S_T / τ), each row sums to 1) or ``"raw"`` (S_T itself).
+
+    Returns:
+        A detached B×B tensor in the similarity's dtype and device.
+    """
+    _check_matrix(similarity, "similarity", rows_name="B", dim_name="B")
+    if similarity.shape[0] != similarity.shape[1]:
+        raise ValueError(f"similarity must be square (B×B), got shape {tuple(similarity.shape)}")
+    _check_w_func(w_func)
+    _check_temperature(temperature)
+    with torch.no_grad():
+        s = similarity.detach()
+        w = torch.softmax(s / temperature, dim=1) if w_func == "softmax" else s.clone()
+    return w.detach()
 
 
 def soft_label_targets(teacher_a: torch.Tensor, teacher_b: torch.Tensor | None = None, temperature: float = 0.1,
                        mode: Literal["priority", "average"] = "priority",
                        w_func: Literal["softmax", "raw"] = "softmax") -> torch.Tensor:
-    """B×B soft targets W from a frozen teacher's embeddings (computed without gradient).
+    """B×B soft targets W = f(S_T) from a frozen teacher's embeddings (computed without gradient).
+
+    S_T is symmetric in both modes, so W is also the "recomputed" column target f(S_Tᵀ) (``soft_label_loss``).
 
     Args:
         teacher_a: B×d_t teacher embeddings of the priority side (normalised inside).
@@ -74,8 +129,7 @@ def soft_label_targets(teacher_a: torch.Tensor, teacher_b: torch.Tensor | None =
         raise ValueError(f"teacher_a must have at least one row (B×d_t), got shape {tuple(teacher_a.shape)}")
     if mode not in ("priority", "average"):
         raise ValueError(f"mode must be 'priority' or 'average', got {mode!r}")
-    if w_func not in ("softmax", "raw"):
-        raise ValueError(f"w_func must be 'softmax' or 'raw', got {w_func!r}")
+    _check_w_func(w_func)
     _check_temperature(temperature)
     if mode == "average":
         if teacher_b is None:
@@ -87,8 +141,37 @@ def soft_label_targets(teacher_a: torch.Tensor, teacher_b: torch.Tensor | None =
         if mode == "average":
             bn = F.normalize(teacher_b.detach().to(device=a.device, dtype=a.dtype), dim=-1)
             s_t = (s_t + bn @ bn.T) / 2
-        w = torch.softmax(s_t / temperature, dim=1) if w_func == "softmax" else s_t
-    return w.detach()
+    return soft_targets_from_similarity(s_t, temperature, w_func)
+
+
+def soft_label_column_targets(targets: torch.Tensor, column_target: ColumnTarget = "recomputed",
+                              column_targets: torch.Tensor | None = None) -> torch.Tensor:
+    """C, the target of the column term L_rows(Sᵀ, C) (module docstring), detached.
+
+    Args:
+        targets: B×B row targets W = f(S_T).
+        column_target: ``"recomputed"`` (C = f(S_Tᵀ), the public code) or ``"transposed"`` (C = Wᵀ, Eq. 6 literally).
+        column_targets: f(S_Tᵀ) for a non-symmetric S_T, with ``"recomputed"`` only; None takes S_T as symmetric (as
+            every ``soft_label_targets`` S_T is), so that f(S_Tᵀ) = W.
+
+    Returns:
+        A detached B×B tensor in the targets' dtype and device.
+    """
+    _check_matrix(targets, "targets", dim_name="B")
+    b = targets.shape[0]
+    if targets.shape[1] != b:
+        raise ValueError(f"targets must be square (B×B), got shape {tuple(targets.shape)}")
+    if column_target == "transposed":
+        if column_targets is not None:
+            raise ValueError("column_targets is the recomputed column target f(S_Tᵀ); it contradicts "
+                             "column_target='transposed' (C = Wᵀ)")
+        return targets.detach().T
+    if column_target != "recomputed":
+        raise ValueError(f"column_target must be 'recomputed' or 'transposed', got {column_target!r}")
+    if column_targets is None:
+        return targets.detach()
+    _check_matrix(column_targets, "column_targets", rows=b, dim=b, dim_name="B")
+    return column_targets.detach().to(device=targets.device, dtype=targets.dtype)
 
 
 def _soft_rows(s: torch.Tensor, w: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -96,21 +179,24 @@ def _soft_rows(s: torch.Tensor, w: torch.Tensor, temperature: float) -> torch.Te
     return -(w * torch.log_softmax(s / temperature, dim=1)).sum(dim=1).mean()
 
 
-def _soft_both(s: torch.Tensor, w: torch.Tensor, temperature: float) -> torch.Tensor:
-    return _soft_rows(s, w, temperature) + _soft_rows(s.T, w.T, temperature)
-
-
 def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: torch.Tensor, temperature: float = 0.1,
-                    tms: bool = False, cross_weight: float = 0.1) -> torch.Tensor:
-    """Soft-target contrastive loss of B student translation pairs (IMASCL loss_type "CS").
+                    tms: bool = False, cross_weight: float = 0.1, column_target: ColumnTarget = "recomputed",
+                    mono_terms: MonoTerms = "paper", column_targets: torch.Tensor | None = None) -> torch.Tensor:
+    """Soft-target contrastive loss of B student translation pairs (IMASCL loss_type "CS"; module docstring).
 
     Args:
         student_a: B×d student embeddings of side a (normalised inside).
         student_b: B×d student embeddings of side b, same shape.
-        targets: B×B soft targets W (``soft_label_targets``), treated as constants.
+        targets: B×B soft row targets W (``soft_label_targets``), treated as constants.
         temperature: τ > 0 of the student softmax (default 0.1).
         tms: add the monolingual-space terms L_mono and weight the cross term by ``cross_weight`` (paper Eq. 8).
         cross_weight: λ on L_cross when ``tms`` (paper 0.1; 1.0 reproduces the public code).
+        column_target: the column terms' target C: ``"recomputed"`` (f(S_Tᵀ), = W for a symmetric S_T; the public
+            code) or ``"transposed"`` (Wᵀ; Eq. 6 read literally).
+        mono_terms: with ``tms``, ``"paper"`` (L_rows(S_aa, W) + L_rows(S_bb, W), Eq. 7) or ``"code"`` (each language
+            also in the column direction, with target C: the public code).
+        column_targets: f(S_Tᵀ) when S_T is not symmetric (``soft_targets_from_similarity(S_T.T, τ, w_func)``); only
+            with ``column_target="recomputed"``, treated as constants.
 
     Returns:
         The scalar loss: L_cross, or λ · L_cross + L_mono with ``tms``.
@@ -118,11 +204,19 @@ def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: t
     b, _ = _check_pair(student_a, student_b, "student_a", "student_b")
     _check_matrix(targets, "targets", rows=b, dim=b, dim_name="B")
     _check_temperature(temperature)
+    if mono_terms not in ("paper", "code"):
+        raise ValueError(f"mono_terms must be 'paper' or 'code', got {mono_terms!r}")
+    c = soft_label_column_targets(targets, column_target, column_targets).to(device=student_a.device,
+                                                                              dtype=student_a.dtype)
     w = targets.detach().to(device=student_a.device, dtype=student_a.dtype)
     a = F.normalize(student_a, dim=-1)
     bn = F.normalize(student_b, dim=-1)
-    cross = _soft_both(a @ bn.T, w, temperature)
+    s = a @ bn.T
+    cross = _soft_rows(s, w, temperature) + _soft_rows(s.T, c, temperature)
     if not tms:
         return cross
-    mono = _soft_both(a @ a.T, w, temperature) + _soft_both(bn @ bn.T, w, temperature)
+    s_aa, s_bb = a @ a.T, bn @ bn.T
+    mono = _soft_rows(s_aa, w, temperature) + _soft_rows(s_bb, w, temperature)
+    if mono_terms == "code":
+        mono = mono + _soft_rows(s_aa.T, c, temperature) + _soft_rows(s_bb.T, c, temperature)
     return cross_weight * cross + mono

@@ -5,11 +5,13 @@ Each layer is a post-norm fairseq decoder layer whose encoder-attention block is
 
     u = W [x_t ; s] + b  →  dropout  →  x_t + u  →  LayerNorm            (s broadcast over time)
 
-with s the conditioning vector ([z_lang ; z_sem] for VMSST's reconstruction, μ_sem for the translation terms). BGT's
-ReLU after W is a no-op in its code (the result of ``F.relu`` is discarded), so the block is affine here too. s is
-also concatenated to the final hidden state before the vocabulary projection (``embed_out`` ∈ R^{V×(d+|s|)}; 3d × V
-for VMSST, as the paper says). No encoder memory exists anywhere: the decoder's only inputs are the target prefix and
-s, so everything it knows about the source comes through the sentence embedding.
+with s the conditioning vector ([z_lang ; z_sem] for VMSST's reconstruction, [z_lang ; μ_sem of the translation] for
+its translation terms in the paper's single shared decoder, μ_sem alone for BITRANSLATION or a ``separate``
+translation decoder). BGT's ReLU after W is a no-op in its code (the result of ``F.relu`` is discarded), so the
+block is affine here too. s is also concatenated to the final hidden state before the vocabulary projection
+(``embed_out`` ∈ R^{V×(d+|s|)}; 3d × V for VMSST, as the paper says). No encoder memory exists anywhere: the
+decoder's only inputs are the target prefix and s, so everything it knows about the source comes through the sentence
+embedding.
 
 Input = the target-language embedding as the first position, then the target tokens shifted right (teacher forcing),
 read from the encoders' shared word-embedding table, plus learned positions and a LayerNorm. Self-attention uses

@@ -1,22 +1,34 @@
-"""VMSST and BITRANSLATION on one code path (methods §5.6, §5.7): the student encoder is the semantic inference
+"""VMSST and BITRANSLATION on one code path (methods §5.6, §5.7, §13): the student encoder is the semantic inference
 network, and this module holds everything else.
 
-Per batch of translation pairs (x_a, x_b) in languages (l_a, l_b):
+Per batch of translation pairs (x_a, x_b) in languages (l_a, l_b) — the paper's objective (Wieting et al., ACL 2023):
+
+    L = −log p(x_a | z_{l_a}, μ_sem(x_b)) − log p(x_b | z_{l_b}, μ_sem(x_a))                  (translation terms)
+        + λ · [ −log p(x_a | z_{l_a}, z_sem) − log p(x_b | z_{l_b}, z_sem)                    (reconstruction)
+                + β(t) · (KL(q(z_sem | x_s)) + KL(q(z_{l_a} | x_a)) + KL(q(z_{l_b} | x_b))) ] (KL to N(0, I))
 
 1. Semantic pass over *both* sides with the student (🤗 encoder → mean pooling → its bias-free projection = W_μ;
    ``semantic_logvar`` = W_σ): μ_sem(x_a), μ_sem(x_b). Both are needed by the translation terms.
-2. Translation terms (every variant): the translation decoder, conditioned on μ_sem of the *other* side, generates
-   each sentence (first input: the target-language embedding). This is BGT's ``decoder_trans`` path and the whole of
-   BITRANSLATION.
-3. VMSST: z_sem is sampled from the posterior of one side only, alternating a / b every micro-step (BGT's
-   ``counter % 2``), which forces z_sem to keep only what both translations share; z_{l_a}, z_{l_b} come from the
-   language encoder on their own sentence (with the language embedding prepended). The reconstruction decoder,
-   conditioned on [z_l ; z_sem], regenerates each sentence; KL of the three posteriors to N(0, I), annealed.
+2. Language passes (VMSST): z_{l_a}, z_{l_b} from the language encoder on their own sentence (the language
+   embedding prepended).
+3. Translation terms: each sentence is generated from the mean of the semantic posterior of the *other* side (first
+   decoder input: the target-language embedding). ``translation_decoder``:
 
-The translation and the reconstruction decoders are two instances of ``LatentConditionedDecoder`` (|s| = k and 2k):
-the paper's objective puts a term conditioned on μ_sem alone next to the ELBO, whose decoder sees [z_lang ; z_sem]
-(3d × V output projection), so one decoder cannot serve both without inventing a z_lang for the translation term.
-Both decoders are shared by all languages; the target language enters as the decoder's first input.
+   * ``shared`` (default, the paper's "single decoder for all languages"): the one decoder of the ELBO, conditioned
+     on [z_{l_t} ; μ_sem(other side)] with z_{l_t} the target side's language sample (the same sample as in its
+     reconstruction term);
+   * ``separate``: a second decoder conditioned on μ_sem(other side) alone (|s| = k) — a reading, not the paper.
+
+   BITRANSLATION (no language variables) always has its own decoder conditioned on μ_sem alone (BGT's
+   ``decoder_trans``): that is the whole baseline.
+4. Reconstruction (VMSST): z_sem is sampled from the posterior of one side s of each pair, which forces it to keep
+   only what both translations share. ``semantic_side``: ``rows`` (default, the paper: alternating within the batch,
+   even global rows read a, odd rows b) or ``steps`` (BGT's ``counter % 2``: the whole batch alternates a / b every
+   micro-step). The caller passes the per-row choice (``reads_b``). The decoder, conditioned on [z_l ; z_sem],
+   regenerates each sentence; KL of the three posteriors to N(0, I), annealed.
+
+The decoder is shared by all languages; the target language enters as its first input, and the conditioning vector
+enters every layer and the 3d × V output projection (|s| = 2k).
 
 Monitoring (detached scalars, logged into ``train_steps``): per-sentence translation and reconstruction NLL, KL per
 variable (sem, lang: per sentence), β, active units (dimensions whose μ varies across the batch with Var ≥ 0.01, BGT's
@@ -62,6 +74,7 @@ class VmsstOutput:
     mu_a: torch.Tensor  # B×k μ_sem of side a (VMSST-CONTRASTIVE's InfoNCE reads these)
     mu_b: torch.Tensor
     metrics: dict[str, torch.Tensor]  # detached scalars for train_steps
+    z_sem: torch.Tensor | None = None  # B×k sample of the semantic variable (None for BITRANSLATION)
 
 
 def semantic_projection(encoder: SentenceEncoder) -> nn.Linear:
@@ -78,6 +91,12 @@ def semantic_projection(encoder: SentenceEncoder) -> nn.Linear:
 
 
 class VmsstModel(nn.Module):
+    """Language embeddings, the language encoder and heads, W_σ of the semantic variable and the decoder(s).
+
+    Decoders: VMSST with ``translation_decoder: shared`` has exactly one (``decoder``, |s| = 2k, used by the
+    translation and the reconstruction terms); ``separate`` adds ``translation_decoder`` (|s| = k); BITRANSLATION has
+    only ``translation_decoder`` (|s| = k)."""
+
     def __init__(self, semantic: SentenceEncoder, objective: VmsstObjective, languages: Sequence[str], *,
                  elbo_weight: float, max_positions: int) -> None:
         super().__init__()
@@ -90,11 +109,13 @@ class VmsstModel(nn.Module):
         vocab = semantic.backbone.get_input_embeddings().num_embeddings
         self.objective, self.languages, self.elbo_weight = o, tuple(languages), elbo_weight
         self.generative = o.variant != "bitranslation"
+        self.shared_translation = self.generative and o.translation_decoder == "shared"
         self.language_embeddings = nn.Embedding(len(self.languages), dim)
         nn.init.normal_(self.language_embeddings.weight, std=0.02)
         decoder = dict(layers=o.decoder_layers, heads=heads, intermediate_size=ffn, dropout=o.dropout,
                        max_positions=max_positions, checkpointing=o.decoder_checkpointing)
-        self.translation_decoder = LatentConditionedDecoder(vocab, dim, latent, **decoder)
+        if not self.shared_translation:
+            self.translation_decoder = LatentConditionedDecoder(vocab, dim, latent, **decoder)
         if self.generative:
             self.semantic_logvar = nn.Linear(dim, latent, bias=False)
             self.language_encoder = LanguageEncoder(
@@ -110,30 +131,60 @@ class VmsstModel(nn.Module):
         pooled = pool(hidden, side.mask, "mean")
         return pooled, semantic_projection(encoder)(pooled)
 
-    def forward(self, encoder: SentenceEncoder, a: SideBatch, b: SideBatch, *, update: int, micro: int,
-                monitor: bool = False, noise: Mapping[str, torch.Tensor] | None = None) -> VmsstOutput:
-        """The per-pair loss of update ``update`` (β) and micro-step ``micro`` (which side z_sem reads). ``noise``:
-        ε for ``sem``, ``lang_a`` and ``lang_b`` (B×k each; the component draws them per global batch row, so the
-        samples do not depend on the number of ranks); fresh ``randn`` when not given."""
+    def _translation(self, z_lang: torch.Tensor | None,
+                     mu_other: torch.Tensor) -> tuple[LatentConditionedDecoder, torch.Tensor]:
+        """The decoder of the translation terms and its conditioning vector: [z_lang ; μ_sem(other side)] into the
+        shared decoder, or μ_sem(other side) alone into the translation decoder."""
+        if not self.shared_translation:
+            return self.translation_decoder, mu_other
+        if z_lang is None:
+            raise ValueError("VmsstModel: the shared decoder's translation terms need z_lang of the target side")
+        return self.decoder, torch.cat([z_lang, mu_other], 1)
+
+    def translation_logits(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor,
+                           z_lang: torch.Tensor | None = None) -> torch.Tensor:
+        """B×T×V logits of the translation term −log p(x_t | z_{l_t}, μ_sem(other side)) of the ``target`` side
+        (``z_lang`` = z_{l_t}; ignored by a separate / BITRANSLATION decoder)."""
+        decoder, condition = self._translation(z_lang, mu_other)
+        start = self.language_embeddings(target.language)
+        return decoder.logits(encoder.backbone.get_input_embeddings(), start, target.targets, condition)
+
+    def translation_nll(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor,
+                        z_lang: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-row NLL (B,) of the translation term of the ``target`` side (what ``translation_logits`` scores)."""
+        decoder, condition = self._translation(z_lang, mu_other)
+        start = self.language_embeddings(target.language)
+        return decoder.nll(encoder.backbone.get_input_embeddings(), start, target.targets, target.target_mask,
+                           condition)
+
+    def forward(self, encoder: SentenceEncoder, a: SideBatch, b: SideBatch, *, update: int,
+                reads_b: torch.Tensor | bool = False, monitor: bool = False,
+                noise: Mapping[str, torch.Tensor] | None = None) -> VmsstOutput:
+        """The per-pair loss of update ``update`` (β). ``reads_b``: which side the semantic posterior reads, per row
+        ((B,) bool, True = side b) or for the whole batch (a bool); the component derives it from ``semantic_side``.
+        ``noise``: ε for ``sem``, ``lang_a`` and ``lang_b`` (B×k each; the component draws them per global batch
+        row, so the samples do not depend on the number of ranks); fresh ``randn`` when not given."""
         eps = noise or {}
         table = encoder.backbone.get_input_embeddings()
-        lang_a, lang_b = self.language_embeddings(a.language), self.language_embeddings(b.language)
         h_a, mu_a = self.semantic_mean(encoder, a)
         h_b, mu_b = self.semantic_mean(encoder, b)
-        translation = (self.translation_decoder.nll(table, lang_a, a.targets, a.target_mask, mu_b)
-                       + self.translation_decoder.nll(table, lang_b, b.targets, b.target_mask, mu_a))
-        metrics = {"translation_nll": translation.detach().mean() / 2,
-                   "active_units_sem": _active_units(torch.cat([mu_a, mu_b]))}
+        metrics = {"active_units_sem": _active_units(torch.cat([mu_a, mu_b]))}
         if not self.generative:
+            translation = self.translation_nll(encoder, a, mu_b) + self.translation_nll(encoder, b, mu_a)
+            metrics["translation_nll"] = translation.detach().mean() / 2
             return VmsstOutput(vmsst_loss(translation), mu_a, mu_b, metrics)
 
-        h_s, mu_s = (h_a, mu_a) if micro % 2 == 0 else (h_b, mu_b)
-        logvar_s = self.semantic_logvar(h_s)
-        z_sem = GaussianHead.sample(mu_s, logvar_s, eps.get("sem"))
+        lang_a, lang_b = self.language_embeddings(a.language), self.language_embeddings(b.language)
         mu_la, logvar_la = self.language_head(self.language_encoder(table, lang_a, a.ids, a.mask))
         mu_lb, logvar_lb = self.language_head(self.language_encoder(table, lang_b, b.ids, b.mask))
         z_la = GaussianHead.sample(mu_la, logvar_la, eps.get("lang_a"))
         z_lb = GaussianHead.sample(mu_lb, logvar_lb, eps.get("lang_b"))
+        translation = self.translation_nll(encoder, a, mu_b, z_la) + self.translation_nll(encoder, b, mu_a, z_lb)
+
+        side_b = torch.as_tensor(reads_b, dtype=torch.bool, device=mu_a.device).expand(len(a))[:, None]
+        h_s, mu_s = torch.where(side_b, h_b, h_a), torch.where(side_b, mu_b, mu_a)
+        logvar_s = self.semantic_logvar(h_s)
+        z_sem = GaussianHead.sample(mu_s, logvar_s, eps.get("sem"))
         reconstruction = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([z_la, z_sem], 1))
                           + self.decoder.nll(table, lang_b, b.targets, b.target_mask, torch.cat([z_lb, z_sem], 1)))
         free = self.objective.free_bits
@@ -142,6 +193,7 @@ class VmsstModel(nn.Module):
         beta = kl_annealing(update, self.objective.kl_anneal_steps)
         loss = vmsst_loss(translation, reconstruction, kl_sem + kl_lang, elbo_weight=self.elbo_weight, beta=beta)
         metrics.update({
+            "translation_nll": translation.detach().mean() / 2,
             "reconstruction_nll": reconstruction.detach().mean() / 2, "kl_sem": kl_sem.detach().mean(),
             "kl_lang": kl_lang.detach().mean() / 2, "kl_beta": torch.full((), beta, device=mu_s.device),
             "active_units_lang": _active_units(torch.cat([mu_la, mu_lb]))})
@@ -152,7 +204,7 @@ class VmsstModel(nn.Module):
                 swapped = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([mu_la, mu_b], 1))
                            + self.decoder.nll(table, lang_b, b.targets, b.target_mask, torch.cat([mu_lb, mu_a], 1)))
             metrics.update({"swap_nll_own": own.mean() / 2, "swap_nll_swapped": swapped.mean() / 2})
-        return VmsstOutput(loss, mu_a, mu_b, metrics)
+        return VmsstOutput(loss, mu_a, mu_b, metrics, z_sem)
 
 
 def _active_units(mu: torch.Tensor, threshold: float = 0.01) -> torch.Tensor:

