@@ -149,6 +149,7 @@ def prepare(data: Path, work: Path, tatoeba_pairs: int) -> dict[str, Any]:
               "nli_triples": dirs["nli"] / nli.tables["nli_triples"],
               "bitext_pairs": dirs["bitext"] / bitext.tables["bitext_pairs"],
               **{k: dirs["eval"] / v for k, v in evals.tables.items()}}
+    tables.update(_ease_tables(data, root / "ease"))
     # Tatoeba capped per language (the same rows for every model)
     tat = pq.read_table(tables["eval_tatoeba"])
     tat = tat.filter(pc.less(tat.column("idx"), tatoeba_pairs))
@@ -158,6 +159,22 @@ def prepare(data: Path, work: Path, tatoeba_pairs: int) -> dict[str, Any]:
              "tatoeba_pairs": tatoeba_pairs, "tatoeba_languages": languages,
              "untrained_tatoeba": [x for x in languages if x not in TRAINED_TATOEBA]}
     manifest = {"tables": {k: str(Path(v).relative_to(work)) for k, v in tables.items()}, "stats": stats}
+    (work / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
+    return manifest
+
+
+def _ease_tables(data: Path, out: Path) -> dict[str, Path]:
+    """EASE's ``hard_negatives`` + ``entity_vectors`` from the shared Wikipedia samples (``bench.replication_wiki``)."""
+    from bench.replication_wiki import prepare_ease
+
+    return prepare_ease(data, out)
+
+
+def add_ease(data: Path, work: Path) -> dict[str, Any]:
+    """Build EASE's tables into an already prepared ``work`` and add them to its manifest."""
+    manifest = json.loads((work / "manifest.json").read_text(encoding="utf-8"))
+    for k, v in _ease_tables(data, work / "tables" / "ease").items():
+        manifest["tables"][k] = str(Path(v).relative_to(work))
     (work / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
     return manifest
 
@@ -249,6 +266,7 @@ class Part:
     conditions: Callable[[argparse.Namespace], list[Condition]]
     evaluation: Callable[[list[str]], Any]
     claim: str
+    encoder: tuple[tuple[str, Any], ...] = ()  # EncoderSettings fields beyond pretrained / max_length
 
 
 def _eval_settings(tatoeba_languages: list[str], *, sts: bool = True, xsim: bool = False,
@@ -294,7 +312,9 @@ def _soft_label_conditions(a: argparse.Namespace) -> list[Condition]:
                                 language_pair_batches=True, weight=2.0)
     out = [Condition("soft[priority]", (soft,)), Condition("hard", (hard,)),
            Condition("soft[average]", (replace(soft, labels="average"),), seeds=a.secondary_seeds),
-           Condition("soft[priority]+tms", (replace(soft, tms=True),), seeds=a.secondary_seeds)]
+           Condition("soft[priority]+tms", (replace(soft, tms=True),), seeds=a.secondary_seeds),
+           Condition("soft[priority,transposed]", (replace(soft, column_target="transposed"),),
+                     seeds=a.secondary_seeds)]
     minilm = _minilm()
     if minilm is not None:
         out.append(Condition("soft[priority,minilm]", (replace(soft, teacher=minilm),), seeds=a.secondary_seeds))
@@ -322,6 +342,15 @@ def _vmsst_conditions(a: argparse.Namespace) -> list[Condition]:
         Condition("contrastive", (_contrastive_pairs(b),))]
 
 
+def _ease_conditions(a: argparse.Namespace) -> list[Condition]:
+    from models.settings import EaseObjective
+
+    b = 32 * a.scale
+    ease = EaseObjective(batch_size=b)  # entity CL (λ 0.01, τ_e 10, hard negatives) + the SimCSE dropout term
+    # SimCSE alone on the same sentences and batches: the entity term's weight set to 0
+    return [Condition("ease+simcse", (ease,)), Condition("simcse", (replace(ease, entity_weight=0.0),))]
+
+
 def _contrastive_pairs(b: int) -> Any:
     from models.settings import ContrastiveObjective
 
@@ -345,7 +374,10 @@ PARTS: dict[str, Part] = {
     "msimcse": Part(60, 2e-5, _msimcse_conditions, lambda t: _eval_settings(t),
                     "cross-lingual NLI ≥ English NLI > unsupervised; parallel data helps retrieval most"),
     "vmsst": Part(60, 2e-5, _vmsst_conditions, lambda t: _eval_settings(t),
-                  "VMSST beats BITRANSLATION and CONTRASTIVE; VMSST-CONTRASTIVE ≥ CONTRASTIVE"),
+                  "VMSST beats BITRANSLATION and CONTRASTIVE; VMSST-CONTRASTIVE ≥ CONTRASTIVE",
+                  encoder=(("projection", 384),)),
+    "ease": Part(60, 2e-5, _ease_conditions, lambda t: _eval_settings(t, clustering=True),
+                 "entity CL + SimCSE beats SimCSE alone (clustering, STS, Tatoeba)"),
 }
 
 
@@ -397,7 +429,7 @@ def _evaluate(model: str, settings: Any, tables: dict[str, Path], out: Path, run
 
 
 def _train(condition: Condition, start: str, tables: dict[str, Path], out: Path, *, steps: int, lr: float,
-           seed: int, device: str) -> dict[str, Any]:
+           seed: int, device: str, encoder: dict[str, Any]) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from models.settings import EncoderSettings, TrainSettings
@@ -405,9 +437,10 @@ def _train(condition: Condition, start: str, tables: dict[str, Path], out: Path,
 
     if out.exists():
         shutil.rmtree(out)
-    settings = TrainSettings(objectives=condition.objectives, encoder=EncoderSettings(pretrained=start, max_length=64),
-                             steps=steps, lr=lr, warmup_steps=max(1, round(0.1 * steps)), weight_decay=0.01,
-                             seed=seed, device=device, dev=None)  # type: ignore[arg-type]
+    enc = EncoderSettings(pretrained=start, max_length=64, **encoder)
+    settings = TrainSettings(objectives=condition.objectives, encoder=enc, steps=steps, lr=lr,
+                             warmup_steps=max(1, round(0.1 * steps)), weight_decay=0.01, seed=seed,
+                             device=device, dev=None)  # type: ignore[arg-type]
     t0 = time.perf_counter()
     res = train(settings, tables, out, run_name=f"{condition.name}-{seed}", progress=False,
                 keep_checkpoints_after=False)
@@ -460,7 +493,8 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 continue
             t0 = time.perf_counter()
             out = runs / f"{c.name}-{seed}".replace("[", "_").replace("]", "").replace(",", "_")
-            tr = _train(c, start, tables, out, steps=steps, lr=part.lr, seed=seed, device=a.device)
+            tr = _train(c, start, tables, out, steps=steps, lr=part.lr, seed=seed, device=a.device,
+                        encoder=dict(part.encoder))
             ev = _evaluate(str(out / "model"), settings, tables, out / "eval", f"{c.name}-{seed}")
             emit({"condition": c.name, "seed": seed, **tr, **ev})
             per_run = time.perf_counter() - t0
@@ -502,7 +536,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=("prepare", "run", "summary"))
+    ap.add_argument("command", choices=("prepare", "add-ease", "run", "summary"))
     ap.add_argument("part", nargs="?", choices=tuple(PARTS))
     ap.add_argument("--data", type=Path, default=SHARED)
     ap.add_argument("--work", type=Path, default=REPO / "data" / "bench-replications")
@@ -535,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"prepared in {time.perf_counter() - t0:.0f} s: " + json.dumps(m["stats"], default=str)[:2000])
         if a.pack_model:
             print("packed start model: " + json.dumps(pack_model(a.work, a.pack_model)))
+        return 0
+    if a.command == "add-ease":
+        add_ease(a.data, a.work)
         return 0
     if a.command == "run":
         if a.part is None:

@@ -1,0 +1,217 @@
+"""EASE's training corpus from the real Wikipedia samples: the tables the trainer's ``ease`` objective reads.
+
+:func:`prepare_ease` runs the EASE part of the pipeline's DAG (``flows/dag_wiki.py``) without Prefect, the DAG or the
+artifact cache, calling the same stage functions with the same arguments in the same order::
+
+    wikidata ─────────────────────────────────────────┐
+    wiki_shard.<lang>.<i> ─► wiki_extract.<lang> ─────┴─► entities ─► hard_negatives
+                                                                  └──► entity_vectors
+
+Inputs: the five dumps ``<data>/wikipedia/{en,ja,el,uk,vi}wiki-sample.xml.bz2`` (``data`` is the shared data folder,
+``../shared/data`` or ``POLYSENT_SHARED_DATA``) and the repo's Wikidata fixture
+``tests/fixtures/wikidata/sample-pages.jsonl``. Settings: the ``corpora`` section of
+``configs/examples/shared-data-ease.yaml``, read from the file and validated by the stages' own settings classes
+(``wikidata``: the five wikis, English labels; ``entities``: more than 10 links, Wikidata types;
+``hard_negatives``: K = 10, 10,000 pairs per entity, 50,000 per language, seed 42; ``wiki``: defaults). The dump and
+Wikidata file names come from the config's ``sources.wikipedia`` too; only their folder is replaced by ``data``.
+
+Entity vectors: that config sets no ``corpora.entity_vectors``, so its mode is the default ``none`` and the pipeline
+itself would build no ``entity_vectors`` table (a training run with an ``ease`` objective is refused: "no source
+produces them"). Here the stage runs with :data:`FALLBACK_VECTORS` instead (Wikipedia2Vec trained on the English
+sample, 768 dimensions as EASE's ``enwiki`` vectors, one worker so the vectors are reproducible) unless the config
+sets a mode or ``vectors`` is passed.
+
+Every stage writes into its own folder under ``out`` (named as the DAG's nodes: ``wikidata``, ``wiki_shard.en.0000``,
+``wiki_extract.en``, ``entities``, ``hard_negatives``, ``entity_vectors``); the returned paths are the tables as the
+DAG hands them to training (``ArtifactRef.table_path``): ``hard_negatives/hard_negatives`` (hive-partitioned by
+``lang``) and ``entity_vectors/entity_vectors.parquet``, read by ``models.corpus_tables.load_entity_pairs``.
+
+    python -m bench.replication_wiki [--data DIR] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import yaml
+
+from pipelines.wikidata import WikidataSettings, build_entities
+from pipelines.wikipedia.dump_reader import dump_kind
+from pipelines.wikipedia.entities import EntitySettings, build_entity_tables
+from pipelines.wikipedia.entity_vectors import EntityVectorSettings, build_entity_vectors
+from pipelines.wikipedia.extract import WikiSettings, build_wiki_shard, shard_ranges
+from pipelines.wikipedia.hard_negatives import HardNegativeSettings, build_hard_negatives
+from pipelines.wikipedia.resolve import build_wiki_language
+from warehouse.artifacts import StageResult
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("POLYSENT_SHARED_DATA", REPO.parent / "shared" / "data"))
+CONFIG = REPO / "configs" / "examples" / "shared-data-ease.yaml"
+
+FALLBACK_VECTORS = EntityVectorSettings(mode="train", language="en", dim=768, pool_size=1)
+"""Used when the config's ``corpora.entity_vectors`` is mode ``none``: EASE's dimension, wikipedia2vec training
+defaults of the project (3 iterations, window 5, 5 negatives, min counts 5, link graph and mention DB on,
+``word_neg_power`` 0.75), one worker (bit-reproducible, and it leaves a core to other jobs)."""
+
+log = logging.getLogger("polysent.bench.replication_wiki")
+
+
+def _multistream_index(dump: Path) -> Path | None:
+    """The sibling index Wikipedia publishes for a multistream dump (``flows.dag_wiki.multistream_index`` without an
+    explicit index: the config names none)."""
+    name = dump.name
+    if "multistream" in name and name.endswith(".xml.bz2"):
+        sibling = dump.with_name(name.replace(".xml.bz2", "-index.txt.bz2"))
+        if sibling.exists():
+            return sibling
+    return None
+
+
+def _config(config: Path) -> dict[str, Any]:
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise ValueError(f"{config}: expected a mapping at the top level")
+    return raw
+
+
+def _stage(out: Path, name: str) -> Path:
+    d = out / name
+    d.mkdir(parents=True)
+    return d
+
+
+def _rows(path: Path) -> int:
+    return ds.dataset(str(path), format="parquet", partitioning="hive").count_rows()
+
+
+def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None = None,
+                 config: Path = CONFIG) -> dict[str, Path]:
+    """Build EASE's ``hard_negatives`` and ``entity_vectors`` tables from the samples under ``data`` into ``out``.
+
+    Args:
+        data: the shared data folder (holds ``wikipedia/<lang>wiki-sample.xml.bz2``).
+        out: work folder, removed first if it exists; each stage's artifact is a folder in it.
+        vectors: entity-vector settings; None = the config's ``corpora.entity_vectors``, or :data:`FALLBACK_VECTORS`
+            where that is mode ``none``.
+        config: the pipeline config whose ``corpora`` settings and ``sources.wikipedia`` file names are used.
+
+    Returns:
+        ``{"hard_negatives": <hive-partitioned folder>, "entity_vectors": <Parquet file>}``, the paths the DAG gives
+        the trainer (``models.components.EaseComponent`` → ``models.corpus_tables.load_entity_pairs``).
+    """
+    t_start = time.perf_counter()
+    data, out = Path(data), Path(out)
+    raw = _config(config)
+    corpora: dict[str, Any] = raw.get("corpora") or {}
+    src: dict[str, Any] = raw["sources"]["wikipedia"]
+    # the config's file names, in the given data folder (the wikidata fixture stays relative to the config)
+    dumps = {lang: data / "wikipedia" / Path(p).name for lang, p in src["dumps"].items()}
+    wd_file = (config.parent / src["wikidata"]).resolve() if src.get("wikidata") else None
+    missing = [str(p) for p in [*dumps.values(), *([wd_file] if wd_file else [])] if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"EASE inputs not found: {missing}")
+
+    wd_cfg = WikidataSettings.model_validate(corpora.get("wikidata") or {})
+    wiki = WikiSettings.model_validate(corpora.get("wiki") or {})
+    ent = EntitySettings.model_validate(corpora.get("entities") or {})
+    hn = HardNegativeSettings.model_validate(corpora.get("hard_negatives") or {})
+    if vectors is None:
+        vectors = EntityVectorSettings.model_validate(corpora.get("entity_vectors") or {})
+        if vectors.mode == "none":
+            log.warning("%s sets no corpora.entity_vectors (mode none): training Wikipedia2Vec with %s", config.name,
+                        FALLBACK_VECTORS.model_dump(exclude_defaults=True))
+            vectors = FALLBACK_VECTORS
+    if vectors.mode == "none":
+        raise ValueError("entity_vectors mode 'none' builds no table; EASE's trainer needs one")
+    langs = sorted(dumps)
+    for lang in langs:
+        hn.quota(lang)  # as the DAG: a per-language quota must name every language
+    if vectors.mode == "train" and vectors.language not in dumps:
+        raise ValueError(f"entity_vectors.language is {vectors.language!r}, but there is no dump for it ({langs})")
+    ent.type_source(wd_file is not None)
+
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    seconds: dict[str, float] = {}
+
+    t = time.perf_counter()
+    wd_dir: Path | None = None
+    if wd_file is not None:
+        wd_dir = _stage(out, "wikidata")
+        build_entities(wd_cfg, wd_file, wd_dir)
+    seconds["wikidata"] = time.perf_counter() - t
+
+    shards: dict[str, list[Path]] = {}
+    languages: dict[str, Path] = {}
+    for lang in langs:  # the DAG's sorted(src.dumps.items())
+        dump = dumps[lang]
+        t = time.perf_counter()
+        kind = dump_kind(dump)
+        index = _multistream_index(dump) if kind == "bz2-multistream" else None
+        shards[lang] = []
+        for i, rng in enumerate(shard_ranges(dump, wiki.shard_bytes, kind)):
+            d = _stage(out, f"wiki_shard.{lang}.{i:04d}")
+            build_wiki_shard(wiki, dump, lang, rng, index, d)
+            shards[lang].append(d)
+        d = _stage(out, f"wiki_extract.{lang}")
+        counts = [json.loads((s / "shard_counts.json").read_text(encoding="utf-8")) for s in shards[lang]]
+        build_wiki_language(lang, shards[lang], counts, wiki.max_redirect_hops, d)
+        languages[lang] = d
+        seconds[f"wiki.{lang}"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    ent_dir = _stage(out, "entities")
+    build_entity_tables(ent, languages, wd_dir, ent_dir)
+    seconds["entities"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    hn_dir = _stage(out, "hard_negatives")
+    hn_result: StageResult = build_hard_negatives(hn, ent_dir, languages, shards, hn_dir)
+    seconds["hard_negatives"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    vec_dir = _stage(out, "entity_vectors")
+    vec_result: StageResult = build_entity_vectors(vectors, dumps.get(vectors.language), ent_dir,
+                                                   languages[vectors.language], vec_dir)
+    seconds["entity_vectors"] = time.perf_counter() - t
+
+    paths = {"hard_negatives": hn_dir / hn_result.tables["hard_negatives"],
+             "entity_vectors": vec_dir / vec_result.tables["entity_vectors"]}
+    per_lang = hn_result.stats.get("per_language", {})
+    with_negative = ds.dataset(str(paths["hard_negatives"]), format="parquet", partitioning="hive").count_rows(
+        filter=ds.field("negative").is_valid() & (ds.field("negative") != ""))
+    vocab = vec_result.stats.get("vocabulary", "?")
+    print(f"ease corpus: hard_negatives {_rows(paths['hard_negatives']):,} rows "
+          f"({', '.join(f'{k} {v:,}' for k, v in sorted(per_lang.items()))}; {with_negative:,} with a hard negative), "
+          f"entity_vectors {_rows(paths['entity_vectors']):,} rows of dim {vectors.dim} (vocabulary {vocab}), "
+          f"{time.perf_counter() - t_start:.0f} s "
+          f"({', '.join(f'{k} {v:.0f}' for k, v in seconds.items())})", flush=True)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (POLYSENT_SHARED_DATA)")
+    p.add_argument("--out", type=Path, default=REPO / "data" / "bench" / "replication-wiki",
+                   help="work folder (replaced)")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if not (a.data / "wikipedia").is_dir():
+        print(f"skipped: the shared data is absent ({a.data}; --data or POLYSENT_SHARED_DATA)", file=sys.stderr)
+        return 0
+    print(json.dumps({k: str(v) for k, v in prepare_ease(a.data, a.out).items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
