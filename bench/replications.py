@@ -392,7 +392,8 @@ def summarise(results: Path, trained: Sequence[str]) -> dict[str, float]:
         return {r["subset"]: r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) ==
                 (task, variant, metric)}
 
-    tat = pick("tatoeba", "canonical", "accuracy_mean")
+    tat = {r["subset"]: r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) ==
+           ("tatoeba", "canonical", "accuracy_mean") and r["languages"] == f"{r['subset']}-eng"}  # not subset means
     out: dict[str, float] = {}
     tr = [v for k, v in tat.items() if k in trained]
     un = [v for k, v in tat.items() if k not in trained]
@@ -479,8 +480,13 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         with sink.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row, default=str) + "\n")
 
-    base = _evaluate(start, settings, tables, runs / "start", f"{name}-start")
-    emit({"condition": "start", "seed": None, **base})
+    earlier = [json.loads(x) for x in sink.read_text(encoding="utf-8").splitlines() if x.strip()] \
+        if sink.exists() else []
+    if any(r.get("condition") == "start" and r.get("start") == a.start for r in earlier):
+        print(f"{name} x{a.scale}: the start is already scored in {sink}; not scored again", flush=True)
+    else:
+        base = _evaluate(start, settings, tables, runs / "start", f"{name}-start")
+        emit({"condition": "start", "seed": None, **base})
     per_run = None
     for seed in a.seeds:
         for c in part.conditions(a):
