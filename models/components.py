@@ -210,8 +210,8 @@ class MpclComponent(Component):
         idx = self.eligible[self.plan.batch(step)]
         rng = step_rng(self.seed, self.stream, step)
         warmup = step < o.single_positive_steps
-        texts, group, anchor, negs = [], [], [], []
-        for g in idx:
+        texts, group, anchor, negs, origin = [], [], [], [], []
+        for n, g in enumerate(idx):
             members = self.groups.members[g]
             size = 2 if warmup else min(len(members), o.group_members or len(members))
             pick = sorted(rng.choice(len(members), size=size, replace=False)) if size < len(members) \
@@ -227,18 +227,26 @@ class MpclComponent(Component):
                 first = int(rng.integers(len(part)))
                 texts += part
                 group += [gid] * len(part)
+                origin += [n] * len(part)
                 anchor += [o.anchors == "all" or k == first for k in range(len(part))]
             if o.hard_negatives:  # a member of the contradiction hypothesis's group, in a random language
                 pool = self.groups.members[self.groups.negative[g]]
                 negs.append(pool[int(rng.integers(len(pool)))][1])
         groups_t, anchors_t = self.ids(group), torch.tensor(anchor, device=self.device)
         columns = [self.local(texts)] + ([self.local(negs)] if negs else [])
+        candidates = None
+        if o.split_pairs and not warmup:
+            # the other pairs cut from a row's own group are translations of it: neither positives nor negatives
+            # (the paper's "+Single" corpus would put them in other batches), so both conditions see the same
+            # in-batch negatives and differ only in K
+            src = self.ids(origin)
+            candidates = (src[:, None] != src[None, :]) | (groups_t[:, None] == groups_t[None, :])
 
         def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
             z = _gathered(embs)
             return mpcl_loss(z[0], groups_t, o.temperature, positives=o.positives, scaling=o.scaling,
                              minmax_self=o.minmax_self, anchors=anchors_t,
-                             hard_negatives=z[1] if len(z) > 1 else None)
+                             hard_negatives=z[1] if len(z) > 1 else None, candidate_mask=candidates)
 
         return StepBatch(columns, loss_fn, len(texts) + len(negs))
 

@@ -83,7 +83,8 @@ class MpclObjective:
     SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling (``models.objectives.mpcl``; default
     ``none``, measured in ``bench/replications.py mpcl``); ``minmax_self``: the self-similarity joins the min–max range.
     ``split_pairs``: the paper's "+Single" baseline through the same loss and scaling — each group's drawn members
-    become disjoint pairs, each its own group (K = 1), the same sentences per step (an odd member is dropped at random).
+    become disjoint pairs, each its own group (K = 1), the same sentences per step (an odd member is dropped at random);
+    the other pairs of a row's own group are no candidates of it, so both conditions see the same in-batch negatives.
     The first ``single_positive_steps`` steps draw two members per group (single-positive Eq. 1 warm-up).
     ``anchors``: every sentence, or one random member per group. ``hard_negatives``: only groups with a contradiction
     (XNLI premises) are drawn, each with a member of its contradiction-hypothesis group in a random language as the

@@ -161,6 +161,18 @@ def test_anchor_sees_five_positives_with_fifteen_languages(groups15: Path, monke
     assert len(every.batch(0).columns[0]) == 8 * 15
 
 
+def seen_multi_mask(component: components.MpclComponent, step: int):
+    seen: dict = {}
+    original = components.mpcl_loss
+    components.mpcl_loss = lambda *a, **k: seen.update(k) or torch.zeros(())  # type: ignore[assignment]
+    try:
+        b = component.batch(step)
+        b.loss_fn([torch.randn(len(b.columns[0]), 4)])
+    finally:
+        components.mpcl_loss = original
+    return seen["candidate_mask"]
+
+
 def test_split_pairs_is_single_positive_on_the_same_sentences(groups15: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _captured(monkeypatch, "mpcl_loss")
     o = MpclObjective(batch_size=8, languages=("en", "de", "fr", "es", "ru", "zh"))
@@ -178,6 +190,14 @@ def test_split_pairs_is_single_positive_on_the_same_sentences(groups15: Path, mo
         for gid in torch.unique(ids).tolist():
             a, b = (texts[k] for k in range(len(texts)) if ids[k] == gid)
             assert a.split(".")[0] == b.split(".")[0] and a != b
+        # the same in-batch negatives as MPCL: translations from a row's own group are no candidates at all
+        mask = kwargs["candidate_mask"]
+        origin = [t.split(".")[0] for t in texts]
+        for i in range(len(texts)):
+            for j in range(len(texts)):
+                same_pair = bool(ids[i] == ids[j])
+                assert bool(mask[i, j]) == (origin[i] != origin[j] or same_pair)
+        assert seen_multi_mask(multi, step) is None
 
 
 def test_mpcl_hard_negative_is_always_a_contradiction(groups15: Path) -> None:
