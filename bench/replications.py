@@ -42,6 +42,7 @@ it (the rows written say which ran).
     python -m bench.replications run mpcl --work data/bench-replications [--seeds 13 14 15] [--scale 1]
     python -m bench.replications run soft_label --work … --scale 10 --start packed:.carry/me5 --out $OUT
     python -m bench.replications summary --work …        # the per-claim table from the written rows
+    python -m bench.replications record --out DIR         # rows written elsewhere (the GPU's --out) → bench_results
 """
 
 from __future__ import annotations
@@ -542,7 +543,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=("prepare", "add-ease", "run", "summary"))
+    ap.add_argument("command", choices=("prepare", "add-ease", "run", "summary", "record"))
     ap.add_argument("part", nargs="?", choices=tuple(PARTS))
     ap.add_argument("--data", type=Path, default=SHARED)
     ap.add_argument("--work", type=Path, default=REPO / "data" / "bench-replications")
@@ -587,6 +588,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for f in sorted((a.out or a.work / "results").glob("*.jsonl")):
         rows += [json.loads(x) for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+    if a.command == "record":  # rows written on a machine without the warehouse (the GPU one) → bench_results
+        from bench.results import append_results
+
+        append_results(a.data_root, "replications", rows)
+        return 0
     print(summary(rows))
     return 0
 
