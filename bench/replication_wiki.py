@@ -45,7 +45,7 @@ import pyarrow.dataset as ds
 import yaml
 
 from pipelines.wikidata import WikidataSettings, build_entities
-from pipelines.wikipedia.dump_reader import dump_kind
+from pipelines.wikipedia.dump_reader import dump_kind, sibling_index
 from pipelines.wikipedia.entities import EntitySettings, build_entity_tables
 from pipelines.wikipedia.entity_vectors import EntityVectorSettings, build_entity_vectors
 from pipelines.wikipedia.extract import WikiSettings, build_wiki_shard, shard_ranges
@@ -63,17 +63,6 @@ defaults of the project (3 iterations, window 5, 5 negatives, min counts 5, link
 ``word_neg_power`` 0.75), one worker (bit-reproducible, and it leaves a core to other jobs)."""
 
 log = logging.getLogger("polysent.bench.replication_wiki")
-
-
-def _multistream_index(dump: Path) -> Path | None:
-    """The sibling index Wikipedia publishes for a multistream dump (``flows.dag_wiki.multistream_index`` without an
-    explicit index: the config names none)."""
-    name = dump.name
-    if "multistream" in name and name.endswith(".xml.bz2"):
-        sibling = dump.with_name(name.replace(".xml.bz2", "-index.txt.bz2"))
-        if sibling.exists():
-            return sibling
-    return None
 
 
 def _config(config: Path) -> dict[str, Any]:
@@ -157,7 +146,7 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
         dump = dumps[lang]
         t = time.perf_counter()
         kind = dump_kind(dump)
-        index = _multistream_index(dump) if kind == "bz2-multistream" else None
+        index = sibling_index(dump) if kind == "bz2-multistream" else None
         shards[lang] = []
         for i, rng in enumerate(shard_ranges(dump, wiki.shard_bytes, kind)):
             d = _stage(out, f"wiki_shard.{lang}.{i:04d}")

@@ -22,14 +22,9 @@ from warehouse.artifacts import ArtifactRef, StageResult
 
 def multistream_index(dump: Path, explicit: Path | None) -> Path | None:
     """The index named in the config, else the sibling Wikipedia publishes (``…-multistream-index.txt.bz2``)."""
-    if explicit is not None:
-        return explicit
-    name = dump.name
-    if "multistream" in name and name.endswith(".xml.bz2"):
-        sibling = dump.with_name(name.replace(".xml.bz2", "-index.txt.bz2"))
-        if sibling.exists():
-            return sibling
-    return None
+    from pipelines.wikipedia.dump_reader import sibling_index
+
+    return explicit if explicit is not None else sibling_index(dump)
 
 
 def add_wiki_nodes(cfg: PipelineConfig, src: WikipediaSource, add: Callable[[Any], None],

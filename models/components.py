@@ -101,6 +101,17 @@ def _lengths(*columns: Sequence[str]) -> np.ndarray:
                        count=len(columns[0]))
 
 
+def _with_contradiction(name: str, groups: ct.Groups) -> np.ndarray:
+    """The groups a hard-negative batch may draw: those with a contradiction group (XNLI premises), so the hard
+    negative is always a contradiction."""
+    eligible = np.flatnonzero(groups.negative >= 0)
+    if len(eligible) == 0:
+        raise ValueError(f"objective {name}: hard_negatives is set but xnli_groups has no negative_group_id")
+    log.info("objective %s: hard negatives: %d of %d groups have a contradiction and are drawn", name, len(eligible),
+             len(groups))
+    return eligible
+
+
 # ---------------------------------------------------------------------------------------------- pairs
 def _pair_corpus(name: str, o: ContrastiveObjective | SoftLabelObjective | VmsstObjective, tables: Mapping[str, Path],
                  settings: TrainSettings, stream: int) -> tuple[ct.Groups | None, ct.Pairs, BatchPlan]:
@@ -134,15 +145,11 @@ class PairComponent(Component):
         self.eligible: np.ndarray | None = None
         if o.hard_negatives:  # only groups with a contradiction (XNLI premises): the hard negative is always one
             assert self.groups is not None
-            self.eligible = np.flatnonzero(self.groups.negative >= 0)
-            if len(self.eligible) == 0:
-                raise ValueError(f"objective {name}: hard_negatives is set but xnli_groups has no negative_group_id")
+            self.eligible = _with_contradiction(name, self.groups)
             lengths = _lengths(self.pairs.a, self.pairs.b)[self.eligible]
             self.plan = BatchPlan(len(self.eligible), o.batch_size, settings.seed + stream,
                                   lengths=lengths if settings.length_bucketing else None,
                                   what=f"objective {name} ({o.data} with a contradiction)")
-            log.info("objective %s: hard negatives: %d of %d groups have a contradiction and are drawn", name,
-                     len(self.eligible), len(self.groups))
 
     def batch(self, step: int) -> StepBatch:
         o, idx = self.objective, self.plan.batch(step)
@@ -190,11 +197,7 @@ class MpclComponent(Component):
         # the groups a batch draws from: with hard negatives, only those with a contradiction (XNLI premises)
         self.eligible = np.arange(len(self.groups))
         if o.hard_negatives:
-            self.eligible = np.flatnonzero(self.groups.negative >= 0)
-            if len(self.eligible) == 0:
-                raise ValueError(f"objective {name}: hard_negatives is set but xnli_groups has no negative_group_id")
-            log.info("objective %s: hard negatives: %d of %d groups have a contradiction and are drawn", name,
-                     len(self.eligible), len(self.groups))
+            self.eligible = _with_contradiction(name, self.groups)
         members = [self.groups.members[g] for g in self.eligible]
         lengths = np.array([max(len(t) for _, t in m) for m in members], dtype=np.int64)
         self.plan = BatchPlan(len(self.eligible), o.batch_size, settings.seed + stream,

@@ -190,6 +190,16 @@ def plan_ranges(path: Path, target_bytes: int, start: int = 0, end: int | None =
     return [ByteRange(a, a, b) for a, b in itertools.pairwise(cuts) if b > a]
 
 
+def sibling_index(dump: Path) -> Path | None:
+    """The index Wikipedia publishes beside a multistream dump (``…-multistream-index.txt.bz2``), when present."""
+    name = dump.name
+    if "multistream" in name and name.endswith(".xml.bz2"):
+        sibling = dump.with_name(name.replace(".xml.bz2", "-index.txt.bz2"))
+        if sibling.exists():
+            return sibling
+    return None
+
+
 def read_index_offsets(index: Path) -> list[int]:
     """Distinct stream offsets of a ``…-multistream-index.txt[.bz2]`` file (``offset:page_id:title`` lines)."""
     opener = bz2.open if index.suffix == ".bz2" else open
