@@ -271,7 +271,7 @@ class Part:
 
 
 def _eval_settings(tatoeba_languages: list[str], *, sts: bool = True, xsim: bool = False,
-                   clustering: bool = False) -> Any:
+                   clustering: bool = False, bucc: bool = True) -> Any:
     from models.settings import (
         BuccSettings,
         ClusteringSettings,
@@ -283,7 +283,8 @@ def _eval_settings(tatoeba_languages: list[str], *, sts: bool = True, xsim: bool
 
     return EvaluationSettings(
         tatoeba=TatoebaSettings(languages=tuple(tatoeba_languages), subsets=(), xtreme=False, mteb=False),
-        bucc=BuccSettings(cosine=False, mteb=False), sts=StsSettings(datasets=("sts17",), mteb=False) if sts else None,
+        bucc=BuccSettings(cosine=False, mteb=False) if bucc else None,
+        sts=StsSettings(datasets=("sts17",), mteb=False) if sts else None,
         clustering=ClusteringSettings(v_measure=False, n_init=3) if clustering else None,
         classification=None, xsim=XsimSettings(compare_text=False) if xsim else None, geometry=None, langid=None,
         cache=False, batch_size=128)
@@ -377,7 +378,7 @@ PARTS: dict[str, Part] = {
     "vmsst": Part(60, 2e-5, _vmsst_conditions, lambda t: _eval_settings(t),
                   "VMSST beats BITRANSLATION and CONTRASTIVE; VMSST-CONTRASTIVE ≥ CONTRASTIVE",
                   encoder=(("projection", 384),)),
-    "ease": Part(60, 2e-5, _ease_conditions, lambda t: _eval_settings(t, clustering=True),
+    "ease": Part(60, 2e-5, _ease_conditions, lambda t: _eval_settings(t, clustering=True, bucc=False),
                  "entity CL + SimCSE beats SimCSE alone (clustering, STS, Tatoeba)"),
 }
 
@@ -431,7 +432,7 @@ def _evaluate(model: str, settings: Any, tables: dict[str, Path], out: Path, run
 
 
 def _train(condition: Condition, start: str, tables: dict[str, Path], out: Path, *, steps: int, lr: float,
-           seed: int, device: str, encoder: dict[str, Any]) -> dict[str, Any]:
+           seed: int, device: str, encoder: dict[str, Any], precision: str = "auto") -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from models.settings import EncoderSettings, TrainSettings
@@ -442,13 +443,14 @@ def _train(condition: Condition, start: str, tables: dict[str, Path], out: Path,
     enc = EncoderSettings(pretrained=start, max_length=64, **encoder)
     settings = TrainSettings(objectives=condition.objectives, encoder=enc, steps=steps, lr=lr,
                              warmup_steps=max(1, round(0.1 * steps)), weight_decay=0.01, seed=seed,
-                             device=device, dev=None)  # type: ignore[arg-type]
+                             device=device, precision=precision, dev=None)  # type: ignore[arg-type]
     t0 = time.perf_counter()
     res = train(settings, tables, out, run_name=f"{condition.name}-{seed}", progress=False,
                 keep_checkpoints_after=False)
     steps_t = pq.read_table(out / res["tables"]["train_steps"]).to_pylist()
     return {"train_seconds": time.perf_counter() - t0, "final_loss": res["stats"]["final_loss"],
-            "device": res["stats"]["device"], "first_loss": steps_t[0].get("loss") if steps_t else None}
+            "device": res["stats"]["device"], "precision": res["stats"]["precision"],
+            "first_loss": steps_t[0].get("loss") if steps_t else None}
 
 
 def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
@@ -461,6 +463,10 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
     if a.smoke:  # the script's plumbing only: two Tatoeba languages, nothing else
         settings = replace(settings, tatoeba=replace(settings.tatoeba, languages=("deu", "ita")), bucc=None, sts=None,
                            xsim=None, clustering=None)
+    names = [c.name for c in part.conditions(a)]
+    unknown = [x for x in a.only or () if x != "__none__" and x not in names]
+    if unknown:
+        raise SystemExit(f"{name}: no condition {', '.join(map(repr, unknown))} (conditions: {', '.join(names)})")
     steps = (a.steps or part.steps) * a.scale
     cache = work / "models"
     cache.mkdir(parents=True, exist_ok=True)
@@ -473,6 +479,8 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
     def emit(row: dict[str, Any]) -> None:
         row = {"benchmark": "replications", "part": name, "scale": a.scale, "steps": steps, "lr": part.lr,
                "start": a.start, **row}
+        if os.environ.get("POLYSENT_REPLICATION_WORKERS"):  # wall times measured while sharing the machine
+            row["concurrent_jobs"] = int(os.environ["POLYSENT_REPLICATION_WORKERS"])
         written.append(row)
         line = "  ".join(f"{k} {v:.2f}" for k, v in row.items() if (isinstance(v, float) and
                          not k.startswith("tatoeba_")) or k in ("tatoeba_trained", "tatoeba_untrained"))
@@ -483,7 +491,9 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
 
     earlier = [json.loads(x) for x in sink.read_text(encoding="utf-8").splitlines() if x.strip()] \
         if sink.exists() else []
-    if any(r.get("condition") == "start" and r.get("start") == a.start for r in earlier):
+    if a.no_start:
+        print(f"{name} x{a.scale}: --no-start: the start is not scored here", flush=True)
+    elif any(r.get("condition") == "start" and r.get("start") == a.start for r in earlier):
         print(f"{name} x{a.scale}: the start is already scored in {sink}; not scored again", flush=True)
     else:
         base = _evaluate(start, settings, tables, runs / "start", f"{name}-start")
@@ -501,7 +511,7 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             t0 = time.perf_counter()
             out = runs / f"{c.name}-{seed}".replace("[", "_").replace("]", "").replace(",", "_")
             tr = _train(c, start, tables, out, steps=steps, lr=part.lr, seed=seed, device=a.device,
-                        encoder=dict(part.encoder))
+                        encoder=dict(part.encoder), precision=a.precision)
             ev = _evaluate(str(out / "model"), settings, tables, out / "eval", f"{c.name}-{seed}")
             emit({"condition": c.name, "seed": seed, **tr, **ev})
             per_run = time.perf_counter() - t0
@@ -516,6 +526,86 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
     return written
 
 
+# ---------------------------------------------------------------------------------------------- jobs
+def parse_job(spec: str) -> tuple[str, int, str, int | None]:
+    """``PART@SCALE:CONDITION:SEED`` (one training and its scoring) or ``PART@SCALE:start`` (the start's scores)."""
+    try:
+        head, condition, *seed = spec.split(":")
+        part, scale = head.split("@")
+        if part not in PARTS or len(seed) > 1 or (condition == "start") == bool(seed):
+            raise ValueError
+        return part, int(scale), condition, (int(seed[0]) if seed else None)
+    except ValueError:
+        raise SystemExit(f"job {spec!r}: expected PART@SCALE:CONDITION:SEED or PART@SCALE:start "
+                         f"(parts: {', '.join(PARTS)})") from None
+
+
+def run_jobs(a: argparse.Namespace) -> int:
+    """Run ``a.jobs`` as separate processes, ``a.workers`` at a time, on one machine (one GPU shared by all).
+
+    A model of this size leaves most of an H100/H200 idle between its kernels (tokenising and the Python loop of one
+    process feed it), so several trainings at once finish sooner than one after the other; their ``train_seconds``
+    are wall times under that sharing, not one run's cost. Jobs start in the order given; none starts after
+    ``a.deadline`` seconds (its absence is printed). Each job writes ``OUT/jobs/<job>/<part>-x<scale>.jsonl``
+    and its log ``OUT/jobs/<job>.log``; at the end ``merge_jobs`` gathers the rows into ``OUT/<part>-x<scale>.jsonl``
+    (the top level, which a machine that returns only shallow files still hands back). Rows carry
+    ``concurrent_jobs``."""
+    import subprocess
+
+    jobs = [parse_job(j) for j in a.jobs]
+    out: Path = a.out or a.work / "results"
+    cache = a.work / "models"
+    cache.mkdir(parents=True, exist_ok=True)
+    start_model(a.start, cache)  # converted once, before the workers share it
+    threads = int(os.environ.get("OMP_NUM_THREADS") or max(1, (os.cpu_count() or 2) // max(1, a.workers)))
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "POLYSENT_REPLICATION_WORKERS": str(a.workers)}
+    pending, running, t0 = list(jobs), [], time.perf_counter()
+    while pending or running:
+        running = [(p, j, t) for p, j, t in running if p.poll() is None or _job_done(p, j, t)]
+        while pending and len(running) < a.workers:
+            part, scale, condition, seed = job = pending.pop(0)
+            if time.perf_counter() - t0 > a.deadline:
+                print(f"jobs: deadline {a.deadline:.0f} s passed; not started: {part}@{scale}:{condition}"
+                      f"{'' if seed is None else f':{seed}'}", flush=True)
+                continue
+            tag = f"{part}-x{scale}-{condition}-{seed}".replace("[", "_").replace("]", "").replace(",", "_")
+            cmd = [sys.executable, "-m", "bench.replications", "run", part, "--scale", str(scale), "--work",
+                   str(a.work), "--start", a.start, "--device", a.device, "--out", str(out / "jobs" / tag),
+                   "--budget", "0", "--data-root", str(a.data_root), "--precision", a.precision]
+            cmd += (["--steps", str(a.steps)] if a.steps else []) + (["--smoke"] if a.smoke else [])
+            cmd += ["--only", "__none__"] if seed is None else ["--only", condition, "--seeds", str(seed),
+                                                                 "--no-start", "--scalings", *a.scalings]
+            log_file = (out / "jobs" / f"{tag}.log")
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            fh = log_file.open("w", encoding="utf-8")
+            running.append((subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO), job,
+                            time.perf_counter()))
+            print(f"jobs: started {tag} ({time.perf_counter() - t0:.0f} s)", flush=True)
+        time.sleep(1.0)
+    print(f"jobs: all done in {time.perf_counter() - t0:.0f} s; rows: {json.dumps(merge_jobs(out))}", flush=True)
+    return 0
+
+
+def _job_done(p: Any, job: tuple[str, int, str, int | None], started: float) -> bool:
+    print(f"jobs: finished {job} rc {p.returncode} after {time.perf_counter() - started:.0f} s", flush=True)
+    return False
+
+
+def merge_jobs(out: Path) -> dict[str, int]:
+    """``OUT/jobs/*/<part>-x<scale>.jsonl`` appended to ``OUT/<part>-x<scale>.jsonl``; each merged file is renamed
+    ``*.jsonl.merged`` so that a second merge adds nothing twice."""
+    counts: dict[str, int] = {}
+    jobs = out / "jobs"
+    for f in sorted(jobs.glob("*/*.jsonl")):
+        lines = [x for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+        with (out / f.name).open("a", encoding="utf-8") as fh:
+            fh.writelines(x + "\n" for x in lines)
+        counts[f.name] = counts.get(f.name, 0) + len(lines)
+        f.rename(f.with_name(f.name + ".merged"))
+    return counts
+
+
 # ---------------------------------------------------------------------------------------------- summary
 def _ms(xs: list[float]) -> str:
     if not xs:
@@ -525,25 +615,34 @@ def _ms(xs: list[float]) -> str:
     return f"{statistics.mean(xs):.2f} ± {statistics.stdev(xs):.2f}"
 
 
+def row_precision(row: dict[str, Any]) -> str | None:
+    """The training arithmetic of a row (rows written before it was recorded: bf16 on CUDA, fp32 elsewhere); None
+    for the start's scores. Rows are only compared within one precision."""
+    if row.get("condition") == "start":
+        return None
+    return row.get("precision") or ("bf16" if str(row.get("device", "")).startswith("cuda") else "fp32")
+
+
 def summary(rows: list[dict[str, Any]]) -> str:
     """Mean ± std per (part, scale, condition) and metric, with the per-seed numbers."""
     metrics = ("tatoeba_trained", "tatoeba_untrained", "bucc_f1", "sts17_spearman", "xsim_error", "mewsc_accuracy")
     lines = []
-    keys = list(dict.fromkeys((r["part"], r["scale"], r["condition"]) for r in rows))
-    for part, scale, cond in keys:
-        rs = [r for r in rows if (r["part"], r["scale"], r["condition"]) == (part, scale, cond)]
+    keys = list(dict.fromkeys((r["part"], r["scale"], r["condition"], row_precision(r)) for r in rows))
+    for part, scale, cond, prec in keys:
+        rs = [r for r in rows if (r["part"], r["scale"], r["condition"], row_precision(r)) == (part, scale, cond, prec)]
         cells = []
         for m in metrics:
             xs = [r[m] for r in rs if r.get(m) is not None]
             if xs:
                 cells.append(f"{m} {_ms(xs)} [{', '.join(f'{x:.2f}' for x in xs)}]")
-        lines.append(f"{part} x{scale} {cond} (n={len(rs)}): " + "; ".join(cells))
+        label = cond if prec is None else f"{cond} {prec}"
+        lines.append(f"{part} x{scale} {label} (n={len(rs)}): " + "; ".join(cells))
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=("prepare", "add-ease", "run", "summary", "record"))
+    ap.add_argument("command", choices=("prepare", "add-ease", "run", "jobs", "merge-jobs", "summary", "record"))
     ap.add_argument("part", nargs="?", choices=tuple(PARTS))
     ap.add_argument("--data", type=Path, default=SHARED)
     ap.add_argument("--work", type=Path, default=REPO / "data" / "bench-replications")
@@ -560,9 +659,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="only these condition names")
     ap.add_argument("--budget", type=float, default=3600.0, help="seconds: start no run that would pass it")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                    help="training precision (auto: bf16 autocast on a GPU, fp32 on a CPU); fp32 on a GPU gives the "
+                         "CPU's arithmetic, so its rows extend a CPU-run scale")
     ap.add_argument("--smoke", action="store_true", help="plumbing test: 2 Tatoeba languages only (numbers mean "
                     "nothing)")
     ap.add_argument("--out", type=Path, default=None, help="also write each row to OUT/<part>-x<scale>.jsonl")
+    ap.add_argument("--no-start", action="store_true", help="run: do not score the start model")
+    ap.add_argument("--workers", type=int, default=4, help="jobs: processes at once")
+    ap.add_argument("--deadline", type=float, default=float("inf"), help="jobs: seconds after which none starts")
+    ap.add_argument("--jobs", nargs="+", default=[], help="jobs: PART@SCALE:CONDITION:SEED or PART@SCALE:start")
     a = ap.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -579,6 +685,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.command == "add-ease":
         add_ease(a.data, a.work)
+        return 0
+    if a.command == "jobs":
+        return run_jobs(a)
+    if a.command == "merge-jobs":
+        print(json.dumps(merge_jobs(a.out or a.work / "results")))
         return 0
     if a.command == "run":
         if a.part is None:

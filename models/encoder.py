@@ -116,7 +116,7 @@ class SentenceEncoder(nn.Module):
         """A pretrained model (``settings.pretrained``: its own tokenizer, pooling from a sentence-transformers
         folder's config when it has one, else ``settings.pooling``) or a small BERT built from the size fields with
         the tokenizer in ``tokenizer_dir``; plus the bias-free ``projection`` (appended after pooling and any saved
-        Dense), the train-only MLP head and gradient checkpointing when set."""
+        Dense, before a saved trailing Normalize), the train-only MLP head and gradient checkpointing when set."""
         if settings.pretrained:
             enc = cls.load(settings.pretrained)
             if not (Path(settings.pretrained) / "modules.json").exists():
@@ -133,7 +133,11 @@ class SentenceEncoder(nn.Module):
                                activation="torch.nn.modules.linear.Identity")
             if settings.projection == enc.dim:
                 nn.init.eye_(projection.linear.weight)
-            enc.post.append(projection)
+            post = list(enc.post)
+            # before a saved trailing Normalize (multilingual-e5, all-MiniLM): the projection maps the pooled vector,
+            # and the model still ends unit-length as it was saved
+            at = len(post) - 1 if post and isinstance(post[-1], Normalize) else len(post)
+            enc.post = nn.ModuleList([*post[:at], projection, *post[at:]])
         if settings.mlp_head:
             enc.train_head = MLPHead(int(enc.backbone.config.hidden_size))
         if settings.gradient_checkpointing:  # transformers 5 renamed it; 4.x only has the old name

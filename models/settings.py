@@ -123,7 +123,8 @@ class SoftLabelObjective:
     effective λ). These two defaults are also ``soft_label_loss``'s (a test keeps them equal). ``loss: mse`` is
     sentence-transformers' make-multilingual MSE instead (student embeddings of both sides regress the teacher's
     embedding of the priority side; dimensions must match).
-    ``teacher_cache``: encode the corpus once with the teacher instead of per batch."""
+    ``teacher_cache``: encode once, before training, every text the run's batches will hand the teacher (not the
+    whole corpus), instead of per batch."""
 
     __pydantic_config__ = _STRICT
     kind: Literal["soft_label"] = "soft_label"

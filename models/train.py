@@ -307,6 +307,7 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
             shutil.rmtree(ckpt_root, ignore_errors=True)
     final = history.steps["loss"][-1] if history.steps["loss"] else float("nan")
     stats = {"final_loss": final, "steps": settings.steps, "resumed_from": start, "device": str(device),
+             "precision": "bf16" if bf16 else "fp32",
              "world_size": world, "objectives": [c.name for c in components],
              "parameters": sum(p.numel() for p in params), "train_seconds": round(seconds, 4)}
     if best is not None:

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.replications import HELD_OUT_EVERY, NTREX_CODES, _ntrex_split, summarise, summary
+from bench.replications import (
+    HELD_OUT_EVERY,
+    NTREX_CODES,
+    _ntrex_split,
+    merge_jobs,
+    parse_job,
+    row_precision,
+    summarise,
+    summary,
+)
 from models.evaluation.results import Results
 
 
@@ -60,5 +69,32 @@ def test_summarise_splits_trained_and_never_trained_languages(tmp_path: Path) ->
     assert (got["bucc_f1"], got["sts17_spearman"], got["xsim_error"]) == (88.0, 75.0, 0.5)
     text = summary([{"part": "mpcl", "scale": 1, "condition": c, **{"tatoeba_trained": v}}
                     for c, v in (("mpcl", 95.0), ("mpcl", 96.0), ("single", 94.0))])
-    assert "mpcl x1 mpcl (n=2): tatoeba_trained 95.50 ± 0.71 [95.00, 96.00]" in text
-    assert "mpcl x1 single (n=1): tatoeba_trained 94.00 [94.00]" in text
+    assert "mpcl x1 mpcl fp32 (n=2): tatoeba_trained 95.50 ± 0.71 [95.00, 96.00]" in text
+    assert "mpcl x1 single fp32 (n=1): tatoeba_trained 94.00 [94.00]" in text
+
+
+def test_rows_of_another_precision_are_never_pooled() -> None:
+    rows = [{"part": "mpcl", "scale": 1, "condition": "mpcl", "device": "cpu", "tatoeba_trained": 95.0},
+            {"part": "mpcl", "scale": 1, "condition": "mpcl", "device": "cuda", "precision": "fp32",
+             "tatoeba_trained": 97.0},
+            {"part": "mpcl", "scale": 1, "condition": "mpcl", "device": "cuda", "tatoeba_trained": 90.0},
+            {"part": "mpcl", "scale": 1, "condition": "start", "seed": None, "tatoeba_trained": 80.0}]
+    assert [row_precision(r) for r in rows] == ["fp32", "fp32", "bf16", None]  # older rows: bf16 on CUDA
+    text = summary(rows)
+    assert "mpcl x1 mpcl fp32 (n=2): tatoeba_trained 96.00 ± 1.41" in text
+    assert "mpcl x1 mpcl bf16 (n=1): tatoeba_trained 90.00" in text
+    assert "mpcl x1 start (n=1)" in text
+
+
+def test_job_specs_and_their_rows(tmp_path: Path) -> None:
+    assert parse_job("mpcl@10:single[none]:14") == ("mpcl", 10, "single[none]", 14)
+    assert parse_job("msimcse@1:start") == ("msimcse", 1, "start", None)
+    for bad in ("mpcl@10:single[none]", "nope@1:x:1", "mpcl:x:1", "mpcl@1:start:13", "mpcl@x:a:1"):
+        with pytest.raises(SystemExit, match="expected PART@SCALE:CONDITION:SEED"):
+            parse_job(bad)
+    for tag, part in (("a", "mpcl-x10"), ("b", "mpcl-x10"), ("c", "vmsst-x1")):
+        (tmp_path / "jobs" / tag).mkdir(parents=True)
+        (tmp_path / "jobs" / tag / f"{part}.jsonl").write_text(f'{{"job": "{tag}"}}\n', encoding="utf-8")
+    assert merge_jobs(tmp_path) == {"mpcl-x10.jsonl": 2, "vmsst-x1.jsonl": 1}
+    assert (tmp_path / "mpcl-x10.jsonl").read_text(encoding="utf-8").splitlines() == ['{"job": "a"}', '{"job": "b"}']
+    assert merge_jobs(tmp_path) == {}  # merged once only

@@ -306,6 +306,31 @@ def test_mse_distillation_refuses_a_teacher_of_another_dimension(tmp_path: Path,
     assert np.isfinite(_train(ok, corpora, tmp_path / "ok")["stats"]["final_loss"])
 
 
+@pytest.mark.parametrize("labels", ["priority", "average"])
+def test_teacher_cache_holds_only_the_drawn_texts_and_trains_as_without(tmp_path: Path, corpora: dict[str, Path],
+                                                                         labels: str) -> None:
+    """The cache encodes the texts the run's batches hand the teacher (priority side; both sides for Average) and
+    nothing else; the losses equal those of a run that encodes each batch on the fly."""
+    from models.components import build_components
+    from models.encoder import SentenceEncoder
+
+    soft = SoftLabelObjective(data="bitext_pairs", batch_size=6, teacher="self", labels=labels)
+    settings = _settings(objectives=(soft,), steps=3, grad_accumulation=2,
+                         encoder=dataclasses.replace(TINY, dropout=0.0))
+    tables = {k: v for k, v in corpora.items() if k not in ("tokenizer", "eval_tatoeba")}
+    student = SentenceEncoder.from_settings(settings.encoder, corpora["tokenizer"])
+    (c,) = build_components(settings, tables, student, torch.device("cpu"))
+    drawn = {int(i) for s in range(6) for i in c.plan.batch(s)}
+    first = {c.pairs.b[i] if c.b_first[i] else c.pairs.a[i] for i in drawn}
+    second = {c.pairs.a[i] if c.b_first[i] else c.pairs.b[i] for i in drawn}
+    expected = first | second if labels == "average" else first
+    assert set(c.teacher._index) == expected and len(drawn) < len(c.pairs.a)
+    _train(settings, corpora, tmp_path / "cached")
+    uncached = dataclasses.replace(settings, objectives=(dataclasses.replace(soft, teacher_cache=False),))
+    _train(uncached, corpora, tmp_path / "live")
+    np.testing.assert_allclose(_losses(tmp_path / "cached"), _losses(tmp_path / "live"), rtol=1e-5)
+
+
 def test_command_line_job_file(tmp_path: Path, corpora: dict[str, Path]) -> None:
     job = {"run": "cli", "out": "out", "tokenizer": str(corpora["tokenizer"]),
            "tables": {"xnli_groups": str(corpora["xnli_groups"])},

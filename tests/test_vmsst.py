@@ -252,6 +252,32 @@ def test_export_is_mu_sem_in_sentence_transformers_format(corpora: dict[str, Pat
     np.testing.assert_allclose(theirs, mine, atol=1e-5)
 
 
+def test_a_pretrained_model_ending_in_normalize_gets_w_mu_before_it(corpora: dict[str, Path], tmp_path: Path) -> None:
+    """multilingual-e5 and all-MiniLM are saved as Transformer → Pooling → Normalize: ``encoder.projection`` goes
+    between pooling and the Normalize, VMSST reads μ_sem before the normalisation, and the export keeps both."""
+    from models.encoder import Normalize
+
+    base = SentenceEncoder.from_settings(dataclasses.replace(TINY, projection=None), corpora["tokenizer"])
+    base.post = torch.nn.ModuleList([Normalize()])
+    base.save(tmp_path / "pretrained")
+    settings = _settings()
+    encoder = dataclasses.replace(TINY, pretrained=str(tmp_path / "pretrained"), projection=32)
+    settings = dataclasses.replace(settings, encoder=encoder)
+    student, c = _component(settings, corpora)
+    assert [type(m).__name__ for m in student.post] == ["Dense", "Normalize"]
+    with torch.no_grad():
+        student.post[0].linear.weight.mul_(3.0)  # so that μ_sem is not unit length
+    student.eval()
+    side = c.side([0, 1], "a")
+    _, mu = VmsstModel.semantic_mean(student, side)
+    assert not torch.allclose(mu.norm(dim=-1), torch.ones(2), atol=1e-3)
+    ref = student.encode([c.pairs.a[0], c.pairs.a[1]], normalize=False)  # the saved Normalize applies
+    np.testing.assert_allclose(ref, torch.nn.functional.normalize(mu, dim=-1).detach().numpy(), atol=1e-5)
+    student.save(tmp_path / "exported")
+    modules = json.loads((tmp_path / "exported" / "modules.json").read_text())
+    assert [m["type"].rsplit(".", 1)[-1] for m in modules] == ["Transformer", "Pooling", "Dense", "Normalize"]
+
+
 def test_bitranslation_and_vmsst_contrastive_run_on_the_same_code(corpora: dict[str, Path], tmp_path: Path) -> None:
     _, c = _component(_settings(VmsstObjective(variant="bitranslation", batch_size=8)), corpora)
     model = c.modules["vmsst"]

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.encoder import Dense, SentenceEncoder, pool
+from models.encoder import Dense, Normalize, SentenceEncoder, pool
 from models.objectives.vmsst import gaussian_kl, kl_annealing, vmsst_loss
 from models.settings import VmsstObjective
 from models.vmsst.decoder import LatentConditionedDecoder
@@ -78,8 +78,14 @@ class VmsstOutput:
 
 
 def semantic_projection(encoder: SentenceEncoder) -> nn.Linear:
-    """The student's bias-free projection W_μ (``encoder.projection``), or a ValueError saying what to set."""
+    """The student's bias-free projection W_μ (``encoder.projection``), or a ValueError saying what to set.
+
+    Mean pooling, then W_μ, then at most a trailing ``Normalize`` (a pretrained sentence-transformers model such as
+    multilingual-e5 ends with one; ``EncoderSettings.projection`` is inserted before it). μ_sem is W_μ's output;
+    the normalisation only rescales the exported embedding, which every evaluation compares by cosine."""
     post = list(encoder.post)
+    if len(post) == 2 and isinstance(post[1], Normalize):  # a pretrained model's own trailing Normalize (mE5, MiniLM)
+        post = post[:1]  # μ is the projection's output; the saved model normalises it for cosine use only
     if (encoder.pooling != "mean" or len(post) != 1 or not isinstance(post[0], Dense)
             or post[0].linear.bias is not None or not isinstance(post[0].activation, nn.Identity)):
         kinds = [type(m).__name__ for m in post]
@@ -126,7 +132,8 @@ class VmsstModel(nn.Module):
 
     @staticmethod
     def semantic_mean(encoder: SentenceEncoder, side: SideBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """(pooled h̄, μ_sem) of the student on one side: exactly what ``encoder.encode`` computes for that text."""
+        """(pooled h̄, μ_sem) of the student on one side: what ``encoder.encode`` computes for that text, before a
+        trailing ``Normalize``."""
         hidden = encoder.backbone(input_ids=side.ids, attention_mask=side.mask).last_hidden_state
         pooled = pool(hidden, side.mask, "mean")
         return pooled, semantic_projection(encoder)(pooled)
