@@ -67,6 +67,7 @@ XNLI_LANGUAGES = ("en", "de", "fr", "es", "ru", "zh")
 TRAINED_TATOEBA = ("deu", "fra", "spa", "rus", "cmn")
 NTREX_CODES = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh": "zho-CN"}
 HELD_OUT_EVERY = 5  # every 5th NTREX document is held out of training (xSIM)
+WALL_TIME = "part_wall_time"  # the row ``run`` writes last: the part's wall time (start scoring included)
 log = logging.getLogger("polysent.bench.replications")
 
 
@@ -316,6 +317,8 @@ def _soft_label_conditions(a: argparse.Namespace) -> list[Condition]:
            Condition("soft[average]", (replace(soft, labels="average"),), seeds=a.secondary_seeds),
            Condition("soft[priority]+tms", (replace(soft, tms=True),), seeds=a.secondary_seeds),
            Condition("soft[priority,transposed]", (replace(soft, column_target="transposed"),),
+                     seeds=a.secondary_seeds),
+           Condition("soft[priority]+tms[code]", (replace(soft, tms=True, mono_terms="code"),),
                      seeds=a.secondary_seeds)]
     minilm = _minilm()
     if minilm is not None:
@@ -516,7 +519,11 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
             emit({"condition": c.name, "seed": seed, **tr, **ev})
             per_run = time.perf_counter() - t0
             shutil.rmtree(out / "model", ignore_errors=True)
-    print(f"{name} x{a.scale}: part wall time {time.perf_counter() - t_part:.0f} s", flush=True)
+    wall = time.perf_counter() - t_part
+    print(f"{name} x{a.scale}: part wall time {wall:.0f} s", flush=True)
+    runs = sum(r["seed"] is not None for r in written)
+    emit({"condition": WALL_TIME, "seed": None, "wall_seconds": wall, "runs": runs, "seeds": list(a.seeds),
+          "only": a.only, "device": a.device})
     try:
         from bench.results import append_results
 
@@ -626,7 +633,10 @@ def row_precision(row: dict[str, Any]) -> str | None:
 def summary(rows: list[dict[str, Any]]) -> str:
     """Mean ± std per (part, scale, condition) and metric, with the per-seed numbers."""
     metrics = ("tatoeba_trained", "tatoeba_untrained", "bucc_f1", "sts17_spearman", "xsim_error", "mewsc_accuracy")
-    lines = []
+    lines = [f"{r['part']} x{r['scale']} wall time {r['wall_seconds'] / 60:.1f} min: {r['runs']} runs, seeds "
+             f"{r['seeds']}, device {r['device']}" + (f", only {r['only']}" if r.get("only") else "")
+             for r in rows if r.get("condition") == WALL_TIME]
+    rows = [r for r in rows if r.get("condition") != WALL_TIME]
     keys = list(dict.fromkeys((r["part"], r["scale"], r["condition"], row_precision(r)) for r in rows))
     for part, scale, cond, prec in keys:
         rs = [r for r in rows if (r["part"], r["scale"], r["condition"], row_precision(r)) == (part, scale, cond, prec)]

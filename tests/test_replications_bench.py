@@ -84,6 +84,11 @@ def test_rows_of_another_precision_are_never_pooled() -> None:
     assert "mpcl x1 mpcl fp32 (n=2): tatoeba_trained 96.00 ± 1.41" in text
     assert "mpcl x1 mpcl bf16 (n=1): tatoeba_trained 90.00" in text
     assert "mpcl x1 start (n=1)" in text
+    wall = {"part": "mpcl", "scale": 1, "condition": "part_wall_time", "seed": None, "wall_seconds": 1500.0,
+            "runs": 2, "seeds": [13], "only": None, "device": "auto"}
+    text = summary([*rows, wall])
+    assert text.splitlines()[0] == "mpcl x1 wall time 25.0 min: 2 runs, seeds [13], device auto"
+    assert "part_wall_time" not in text
 
 
 def test_job_specs_and_their_rows(tmp_path: Path) -> None:
