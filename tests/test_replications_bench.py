@@ -10,6 +10,7 @@ from bench.replications import (
     HELD_OUT_EVERY,
     NTREX_CODES,
     _ntrex_split,
+    cap_clustering,
     merge_jobs,
     parse_job,
     row_precision,
@@ -103,3 +104,18 @@ def test_job_specs_and_their_rows(tmp_path: Path) -> None:
     assert merge_jobs(tmp_path) == {"mpcl-x10.jsonl": 2, "vmsst-x1.jsonl": 1}
     assert (tmp_path / "mpcl-x10.jsonl").read_text(encoding="utf-8").splitlines() == ['{"job": "a"}', '{"job": "b"}']
     assert merge_jobs(tmp_path) == {}  # merged once only
+
+
+def test_clustering_cap_keeps_the_same_hash_chosen_rows_per_language(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"dataset": "m", "lang": lang, "idx": i, "text": f"{lang} text {i}", "label": i % 3}
+            for lang, n in (("en", 10), ("fr", 4)) for i in range(n)]
+    for name in ("a", "b"):
+        pq.write_table(pa.Table.from_pylist(rows if name == "a" else rows[::-1]), tmp_path / f"{name}.parquet")
+        assert cap_clustering(tmp_path / f"{name}.parquet", 6) == {"en": 6, "fr": 4}
+    a, b = (pq.read_table(tmp_path / f"{n}.parquet").to_pylist() for n in ("a", "b"))
+    assert sorted(r["text"] for r in a) == sorted(r["text"] for r in b)  # chosen by content, not by file order
+    assert {r["text"] for r in a} >= {f"fr text {i}" for i in range(4)}
+    assert not list(tmp_path.glob("*.tmp"))
