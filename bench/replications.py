@@ -510,7 +510,7 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
         if os.environ.get("POLYSENT_REPLICATION_WORKERS"):  # wall times measured while sharing the machine
             row["concurrent_jobs"] = int(os.environ["POLYSENT_REPLICATION_WORKERS"])
         written.append(row)
-        line = "  ".join(f"{k} {v:.2f}" for k, v in row.items() if (isinstance(v, float) and
+        line = "  ".join(f"{k} {v:.2f}" for k, v in row.items() if (isinstance(v, float) and k != "lr" and
                          not k.startswith("tatoeba_")) or k in ("tatoeba_trained", "tatoeba_untrained"))
         print(f"{name} x{a.scale} {row['condition']:<24} seed {row.get('seed')}: {line}", flush=True)
         sink.parent.mkdir(parents=True, exist_ok=True)
@@ -594,7 +594,9 @@ def run_jobs(a: argparse.Namespace) -> int:
            "POLYSENT_REPLICATION_WORKERS": str(a.workers)}
     pending, running, t0 = list(jobs), [], time.perf_counter()
     while pending or running:
-        running = [(p, j, t) for p, j, t in running if p.poll() is None or _job_done(p, j, t)]
+        for p, job, started in [r for r in running if r[0].poll() is not None]:
+            print(f"jobs: finished {job} rc {p.returncode} after {time.perf_counter() - started:.0f} s", flush=True)
+        running = [r for r in running if r[0].returncode is None]
         while pending and len(running) < a.workers:
             part, scale, condition, seed = job = pending.pop(0)
             if time.perf_counter() - t0 > a.deadline:
@@ -617,11 +619,6 @@ def run_jobs(a: argparse.Namespace) -> int:
         time.sleep(1.0)
     print(f"jobs: all done in {time.perf_counter() - t0:.0f} s; rows: {json.dumps(merge_jobs(out))}", flush=True)
     return 0
-
-
-def _job_done(p: Any, job: tuple[str, int, str, int | None], started: float) -> bool:
-    print(f"jobs: finished {job} rc {p.returncode} after {time.perf_counter() - started:.0f} s", flush=True)
-    return False
 
 
 def merge_jobs(out: Path) -> dict[str, int]:
