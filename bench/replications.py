@@ -106,6 +106,8 @@ def cap_clustering(path: Path, per_language: int) -> dict[str, int]:
 
     import pyarrow.parquet as pq
 
+    from warehouse.atomic import atomic_path
+
     t = pq.read_table(path)
     langs, texts = t.column("lang").to_pylist(), t.column("text").to_pylist()
     order = sorted(range(len(texts)), key=lambda i: (langs[i], hashlib.sha1(texts[i].encode()).hexdigest(), i))
@@ -115,9 +117,8 @@ def cap_clustering(path: Path, per_language: int) -> dict[str, int]:
         if len(rows) < per_language:
             rows.append(i)
     keep = sorted(i for rows in kept.values() for i in rows)
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(t.take(keep), tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        pq.write_table(t.take(keep), tmp)
     return {lang: len(rows) for lang, rows in sorted(kept.items())}
 
 
@@ -537,7 +538,7 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                       flush=True)
                 continue
             t0 = time.perf_counter()
-            out = runs / f"{c.name}-{seed}".replace("[", "_").replace("]", "").replace(",", "_")
+            out = runs / run_tag(c.name, seed)
             tr = _train(c, start, tables, out, steps=steps, lr=part.lr, seed=seed, device=a.device,
                         encoder=dict(part.encoder), precision=a.precision)
             ev = _evaluate(str(out / "model"), settings, tables, out / "eval", f"{c.name}-{seed}")
@@ -556,6 +557,11 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
     except ImportError:  # the GPU machine has no duckdb/polars: the JSONL under --out is the record
         pass
     return written
+
+
+def run_tag(condition: str, seed: int | None) -> str:
+    """A condition and seed as a folder name (``soft[priority,transposed]`` 13 → ``soft_priority_transposed-13``)."""
+    return f"{condition}-{seed}".replace("[", "_").replace("]", "").replace(",", "_")
 
 
 # ---------------------------------------------------------------------------------------------- jobs
@@ -603,7 +609,7 @@ def run_jobs(a: argparse.Namespace) -> int:
                 print(f"jobs: deadline {a.deadline:.0f} s passed; not started: {part}@{scale}:{condition}"
                       f"{'' if seed is None else f':{seed}'}", flush=True)
                 continue
-            tag = f"{part}-x{scale}-{condition}-{seed}".replace("[", "_").replace("]", "").replace(",", "_")
+            tag = f"{part}-x{scale}-{run_tag(condition, seed)}"
             cmd = [sys.executable, "-m", "bench.replications", "run", part, "--scale", str(scale), "--work",
                    str(a.work), "--start", a.start, "--device", a.device, "--out", str(out / "jobs" / tag),
                    "--budget", "0", "--data-root", str(a.data_root), "--precision", a.precision]
