@@ -69,12 +69,22 @@ def _load_dag(args: argparse.Namespace):  # -> tuple[PipelineConfig, dict[str, N
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Everything ``run`` checks before a node starts — the config, the DAG, the input files (with ``run``'s own
+    message) — plus warnings for settings that will build an empty corpus. Exit 2 when ``run`` would refuse."""
     loaded = _load_dag(args)
     if loaded is None:
         return 2
-    _cfg, nodes = loaded
+    cfg, nodes = loaded
+    from flows.config import config_warnings
     from flows.dag import topological
+    from flows.run import missing_inputs
 
+    missing = missing_inputs(nodes, args.config)
+    if missing:
+        print(f"polysent: {missing}", file=sys.stderr)
+        return 2
+    for warning in config_warnings(cfg, args.config):
+        print(f"polysent: warning: {warning}", file=sys.stderr)
     print(f"{args.config}: valid; {len(nodes)} nodes: {', '.join(n.name for n in topological(nodes))}")
     return 0
 

@@ -132,6 +132,32 @@ def load_config(path: Path | str, data_root: Path | None = None) -> PipelineConf
     return cfg
 
 
+def config_warnings(cfg: PipelineConfig, path: Path | str) -> list[str]:
+    """Settings that are valid but can be seen, before anything runs, to build an empty corpus: each warning names the
+    file, line and key, the consequence and the reason. (What only the data can tell — every bitext line blank, no
+    link to a typed entity — the corpus node says when it writes 0 rows, and the training node refuses the
+    objective.)"""
+    path = Path(path)
+    try:
+        tree = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        tree = None
+
+    def at(*loc: Any) -> str:
+        line = _line_of(tree, loc)
+        return f"{path}:{line}" if line else str(path)
+
+    out = []
+    if cfg.sources.wikipedia is not None and cfg.corpora.entities.types == "none":
+        ease = sorted(f"training.{name}" for name, ts in cfg.training.items()
+                      if any(o.kind == "ease" for o in ts.objectives))
+        then = (f"; the EASE objective(s) of {', '.join(ease)} will be refused before training" if ease else "")
+        out.append(f"{at('corpora', 'entities', 'types')}: corpora.entities.types: none (value 'none') gives no "
+                   "entity a type, so no entity has a type-based hard-negative candidate and hard_negatives will "
+                   f"hold 0 EASE pairs{then}; expected auto, wikidata or infobox to build EASE pairs")
+    return out
+
+
 def _training_locations(ts: TrainSettings, base: Path, where: str) -> TrainSettings:
     """A run's pretrained start point and teachers resolved like evaluation models (``pkg:``, relative folders)."""
     encoder = ts.encoder
@@ -207,7 +233,19 @@ def _describe(path: Path, tree: yaml.Node | None, err: dict[str, Any]) -> str:
         return f"{where}: {dotted}: unknown key (value {value!r}){hint}"
     if err["type"] == "missing":
         return f"{where}: {dotted}: required key is missing"
-    return f"{where}: {dotted}: {err['msg'].rstrip('.')}; got {value!r}"
+    if err["type"] in _BOUNDS:
+        op, name = _BOUNDS[err["type"]]
+        bound = err["ctx"][name]
+        kind = "an integer" if isinstance(bound, int) else "a number"  # the bound has the setting's type
+        return f"{where}: {dotted}: out of range (value {value!r}); expected {kind} {op} {bound:g}"
+    msg = err["msg"].rstrip(".").removeprefix("Value error, ")
+    if "(value " in msg:  # a validator that names the value itself (``out of range (value -1); expected …``)
+        return f"{where}: {dotted}: {msg}"
+    return f"{where}: {dotted}: {msg}; got {value!r}"
+
+
+_BOUNDS = {"greater_than": (">", "gt"), "greater_than_equal": ("≥", "ge"), "less_than": ("<", "lt"),
+           "less_than_equal": ("≤", "le")}
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:

@@ -244,11 +244,13 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
 
         def run_train(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], ts=ts,
                       run_name=run_name) -> StageResult:
+            from models.components import refuse_empty_corpora
             from models.train import train
             from warehouse.hashing import hash_obj
             from warehouse.manifest import TIMINGS_DIR
 
             tables = {t: up[table_nodes[t]].table_path(t) for t in ts.tables()}
+            refuse_empty_corpora(ts, tables, run_name)  # before the model, teachers or a teacher cache load
             dev = ({t: up["eval_sets"].table_path(t) for t in up["eval_sets"].tables
                     if t in ("eval_tatoeba", "eval_sts")} if ts.dev is not None else {})
             # checkpoints outside the artifact, keyed by everything the run depends on: a killed run resumes

@@ -47,6 +47,7 @@ from models.settings import (
     SoftLabelObjective,
     TrainSettings,
     VmsstObjective,
+    objective_tables,
 )
 from models.teacher import Teacher
 from models.vmsst import SideBatch, VmsstModel
@@ -576,6 +577,63 @@ class VmsstComponent(Component):
             return loss, out.metrics
 
         return StepBatch([], None, 2 * total, direct=direct)
+
+
+class EmptyCorpusError(ct.CorpusError):
+    """An objective whose corpus table has no rows (for its languages or strategy): refused before the model loads."""
+
+
+# why a corpus table can come out empty, for the refusal: where to look
+_EMPTY_REASONS = {
+    "bitext_pairs": "no bitext pair survived reading and filtering (see the bitext_filter_counts table: blank, too "
+                    "short/long, length ratio, leaked, duplicate)",
+    "xnli_groups": "no XNLI translation group was built (see sources.xnli and corpora.xnli_groups)",
+    "xnli_single_pairs": "no XNLI translation group was built (see sources.xnli and corpora.xnli_groups)",
+    "nli_triples": "no NLI triple was built (see sources.nli, corpora.nli_triples)",
+    "hard_negatives": "no EASE pair was built (see the ease_drop_counts table; corpora.entities.types: none gives no "
+                      "entity a hard-negative candidate)",
+    "entity_vectors": "no entity vector was built (see corpora.entity_vectors)",
+}
+
+
+def _needs(o: Objective) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(table, filter column, values) an objective must find rows in; an empty ``values`` means any row."""
+    if isinstance(o, MpclObjective):
+        return [("xnli_groups", "lang", tuple(o.languages))]
+    if isinstance(o, SimcseObjective) and o.strategy in ("english_nli", "cross_lingual_nli"):
+        return [("nli_triples", "strategy", (o.strategy.removesuffix("_nli"),))]
+    return [(t, "", ()) for t in objective_tables(o)]
+
+
+def refuse_empty_corpora(settings: TrainSettings, tables: Mapping[str, Path], run: str = "run") -> None:
+    """Raise ``EmptyCorpusError`` naming the run, the objective, the table and the reason when an objective's corpus
+    has no rows. Runs before the model and tokenizer load (the pipeline calls it first thing in the training node),
+    from Parquet footers and one filtered count: an empty corpus otherwise surfaces only after the student, a teacher
+    or a teacher cache have been built, as a reader's error or a division by zero."""
+    import pyarrow.dataset as ds
+
+    problems = []
+    seen: dict[str, int] = {}
+    for o in settings.objectives:
+        seen[o.kind] = seen.get(o.kind, 0) + 1
+        name = o.kind if seen[o.kind] == 1 else f"{o.kind}.{seen[o.kind]}"
+        for table, column, values in _needs(o):
+            path = tables.get(table)
+            if path is None or not Path(path).exists():
+                continue  # build_components / the readers say what is missing
+            try:
+                dataset = ds.dataset(str(path), format="parquet", partitioning="hive")
+                use = bool(values) and column in dataset.schema.names
+                rows = dataset.count_rows(filter=ds.field(column).isin(list(values)) if use else None)
+            except (OSError, ValueError):
+                continue  # unreadable: the readers name the file and the problem
+            if rows == 0:
+                what = f" for {column} {list(values)}" if use else ""
+                problems.append(f"training.{run} ({name}): corpus table {table} has 0 rows{what}: "
+                                f"{_EMPTY_REASONS.get(table, 'its corpus node built it empty')}; an objective "
+                                "cannot train on an empty corpus")
+    if problems:
+        raise EmptyCorpusError("\n".join(problems))
 
 
 def build_components(settings: TrainSettings, tables: Mapping[str, Path], student: SentenceEncoder,

@@ -7,9 +7,53 @@ wrong types are rejected — while this package itself never imports pydantic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 _STRICT = {"extra": "forbid"}
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting can take, as ``Annotated[int, Range(ge=1)]`` metadata.
+
+    A batch size of −8, zero steps or a negative temperature cannot mean anything; left to the trainer they fail after
+    the corpora are built, or worse, run and export an untrained model. Both readers of these dataclasses enforce the
+    range before anything runs: pydantic (``flows/config.py``) through ``__get_pydantic_core_schema__``, which adds
+    the bounds to the number's core schema (so the message names the key path and the value), and
+    ``models.settings_io`` through ``problem`` — this module itself stays free of pydantic."""
+
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | None = None
+
+    def bounds(self) -> list[tuple[str, str, float]]:
+        return [(name, op, b) for name, op, b in (("gt", ">", self.gt), ("ge", "≥", self.ge), ("lt", "<", self.lt),
+                                                   ("le", "≤", self.le)) if b is not None]
+
+    def expected(self, kind: str = "a number") -> str:
+        return f"{kind} " + " and ".join(f"{op} {b:g}" for _, op, b in self.bounds())
+
+    def problem(self, value: float) -> str | None:
+        """None when ``value`` is in range, else what was expected."""
+        ok = {"gt": value > (self.gt or 0), "ge": value >= (self.ge or 0), "lt": value < (self.lt or 0),
+              "le": value <= (self.le or 0)}
+        if all(ok[name] for name, _, _ in self.bounds()):
+            return None
+        return self.expected("an integer" if isinstance(value, int) else "a number")
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        if schema.get("type") == "int":
+            return {**schema, **{name: int(b) for name, _, b in self.bounds()}}
+        return {**schema, **{name: b for name, _, b in self.bounds()}}
+
+
+AtLeastOne = Annotated[int, Range(ge=1)]  # sizes, counts, steps
+NonNegativeInt = Annotated[int, Range(ge=0)]  # "every N" intervals where 0 switches something off
+Positive = Annotated[float, Range(gt=0.0)]  # temperatures, learning rates, norms
+NonNegative = Annotated[float, Range(ge=0.0)]  # loss weights, decay, thresholds
+Dropout = Annotated[float, Range(ge=0.0, lt=1.0)]
 
 
 @dataclass(frozen=True)
@@ -17,10 +61,10 @@ class TokenizerSettings:
     """BPE tokenizer (``models.tokenizer``) trained on the pipeline's own corpora (no hub download needed)."""
 
     __pydantic_config__ = _STRICT
-    vocab_size: int = 8000
-    min_frequency: int = 2
+    vocab_size: AtLeastOne = 8000
+    min_frequency: AtLeastOne = 2
     lowercase: bool = False
-    max_texts: int = 2_000_000
+    max_texts: AtLeastOne = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -39,17 +83,17 @@ class EncoderSettings:
     the soft-label code trains its E5 student; any other text becomes the exported default prompt)."""
 
     __pydantic_config__ = _STRICT
-    hidden_size: int = 128
-    num_layers: int = 2
-    num_heads: int = 4
-    intermediate_size: int = 512
-    dropout: float = 0.1
-    max_length: int = 64
+    hidden_size: AtLeastOne = 128
+    num_layers: AtLeastOne = 2
+    num_heads: AtLeastOne = 4
+    intermediate_size: AtLeastOne = 512
+    dropout: Dropout = 0.1
+    max_length: Annotated[int, Range(ge=2)] = 64
     pooling: Literal["mean", "cls"] = "mean"
     mlp_head: bool = False
     gradient_checkpointing: bool = False
     pretrained: str | None = None
-    projection: int | None = None
+    projection: AtLeastOne | None = None
     prompt: str | None = None
 
 
@@ -66,9 +110,9 @@ class ContrastiveObjective:
     __pydantic_config__ = _STRICT
     kind: Literal["contrastive"] = "contrastive"
     data: PairData = "bitext_pairs"
-    weight: float = 1.0
-    batch_size: int = 32
-    temperature: float = 0.05
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 32
+    temperature: Positive = 0.05
     symmetric: bool = True
     hard_negatives: bool = False
     hard_negative_weight: float = 0.0
@@ -93,17 +137,17 @@ class MpclObjective:
     __pydantic_config__ = _STRICT
     kind: Literal["mpcl"] = "mpcl"
     data: Literal["xnli_groups"] = "xnli_groups"
-    weight: float = 1.0
-    batch_size: int = 32
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 32
     languages: tuple[str, ...] = ()
-    group_members: int | None = 6
+    group_members: Annotated[int, Range(ge=2)] | None = 6
     split_pairs: bool = False
-    temperature: float = 0.05
+    temperature: Positive = 0.05
     positives: Literal["inside", "outside"] = "inside"
     scaling: Literal["none", "row", "row_detached", "matrix", "matrix_detached"] = "none"
     minmax_self: bool = False
     anchors: Literal["all", "one_per_group"] = "all"
-    single_positive_steps: int = 0
+    single_positive_steps: NonNegativeInt = 0
     hard_negatives: bool = False
 
 
@@ -129,15 +173,15 @@ class SoftLabelObjective:
     __pydantic_config__ = _STRICT
     kind: Literal["soft_label"] = "soft_label"
     data: PairData = "bitext_pairs"
-    weight: float = 1.0
-    batch_size: int = 28
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 28
     teacher: str = "self"
     teacher_prefix: str = ""
     labels: Literal["priority", "average"] = "priority"
     w_func: Literal["softmax", "raw"] = "softmax"
-    temperature: float = 0.1
+    temperature: Positive = 0.1
     tms: bool = False
-    cross_weight: float = 0.1
+    cross_weight: NonNegative = 0.1
     column_target: Literal["recomputed", "transposed"] = "recomputed"
     mono_terms: Literal["paper", "code"] = "paper"
     loss: Literal["soft_ce", "mse"] = "soft_ce"
@@ -156,11 +200,11 @@ class EaseObjective:
     __pydantic_config__ = _STRICT
     kind: Literal["ease"] = "ease"
     data: Literal["hard_negatives"] = "hard_negatives"
-    weight: float = 1.0
-    batch_size: int = 8
-    simcse_temperature: float = 0.05
-    entity_temperature: float = 10.0
-    entity_weight: float = 0.01
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 8
+    simcse_temperature: Positive = 0.05
+    entity_temperature: Positive = 10.0
+    entity_weight: NonNegative = 0.01
     hard_negatives: bool = True
     hard_negative_weight: float = 1.0
     nonlinear: bool = True
@@ -179,9 +223,9 @@ class SimcseObjective:
     strategy: Literal["unsupervised", "english_nli", "cross_lingual_nli", "parallel"] = "unsupervised"
     sentences: Literal["hard_negatives", "xnli_groups", "bitext_pairs"] = "hard_negatives"
     sentence_language: str | None = "en"
-    weight: float = 1.0
-    batch_size: int = 64
-    temperature: float = 0.05
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 64
+    temperature: Positive = 0.05
     hard_negatives: bool = True
     hard_negative_weight: float = 0.0
 
@@ -228,24 +272,24 @@ class VmsstObjective:
     kind: Literal["vmsst"] = "vmsst"
     variant: Literal["vmsst", "bitranslation", "vmsst_contrastive"] = "vmsst"
     data: PairData = "bitext_pairs"
-    weight: float = 1.0
-    batch_size: int = 64
-    elbo_weight: float | None = None
-    vmsst_weight: float | None = None
-    contrastive_temperature: float = 0.05
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 64
+    elbo_weight: NonNegative | None = None
+    vmsst_weight: NonNegative | None = None
+    contrastive_temperature: Positive = 0.05
     translation_decoder: Literal["shared", "separate"] = "shared"
     semantic_side: Literal["rows", "steps"] = "rows"
-    kl_anneal_steps: int = 1_000_000
-    free_bits: float = 0.0
+    kl_anneal_steps: AtLeastOne = 1_000_000
+    free_bits: NonNegative = 0.0
     languages: tuple[str, ...] = ()
-    language_layers: int | None = None
-    decoder_layers: int = 1
-    decoder_heads: int | None = None
-    decoder_intermediate_size: int | None = None
-    dropout: float = 0.0
-    decoder_vocab_size: int | None = None
+    language_layers: AtLeastOne | None = None
+    decoder_layers: AtLeastOne = 1
+    decoder_heads: AtLeastOne | None = None
+    decoder_intermediate_size: AtLeastOne | None = None
+    dropout: Dropout = 0.0
+    decoder_vocab_size: AtLeastOne | None = None
     decoder_checkpointing: bool = False
-    monitor_every: int = 50
+    monitor_every: NonNegativeInt = 50
     language_pair_batches: bool = False
 
 
@@ -273,9 +317,9 @@ class DevSettings:
 
     __pydantic_config__ = _STRICT
     metric: Literal["tatoeba", "stsb"] = "tatoeba"
-    every: int = 125
+    every: AtLeastOne = 125
     languages: tuple[str, ...] = ()
-    max_pairs: int = 1000
+    max_pairs: AtLeastOne = 1000
     split: str = "dev"
 
 
@@ -289,19 +333,19 @@ class TrainSettings:
     __pydantic_config__ = _STRICT
     objectives: tuple[Objective, ...] = (ContrastiveObjective(),)
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
-    steps: int = 300
-    lr: float = 5e-4
-    warmup_steps: int = 30
-    weight_decay: float = 0.01
-    max_grad_norm: float | None = 1.0
-    grad_accumulation: int = 1
-    grad_cache: int | None = None
+    steps: AtLeastOne = 300
+    lr: Positive = 5e-4
+    warmup_steps: NonNegativeInt = 30
+    weight_decay: NonNegative = 0.01
+    max_grad_norm: Positive | None = 1.0
+    grad_accumulation: AtLeastOne = 1
+    grad_cache: AtLeastOne | None = None
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     length_bucketing: bool = True
     seed: int = 13
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    checkpoint_every: int = 0
-    keep_checkpoints: int = 2
+    checkpoint_every: NonNegativeInt = 0
+    keep_checkpoints: AtLeastOne = 2
     dev: DevSettings | None = None
 
     def tables(self) -> tuple[str, ...]:
@@ -334,7 +378,7 @@ class BuccSettings:
     ``mteb`` adds mteb's retrieval-style BUCC (top-1 per gold source; not mining)."""
 
     __pydantic_config__ = _STRICT
-    k: int = 4
+    k: AtLeastOne = 4
     margin: Literal["ratio", "distance", "absolute"] = "ratio"
     retrieval: Literal["max", "fwd", "bwd", "intersect"] = "max"
     tune_split: str = "sample"
@@ -361,7 +405,7 @@ class ClusteringSettings:
 
     __pydantic_config__ = _STRICT
     languages: tuple[str, ...] = ()
-    n_init: int = 10
+    n_init: AtLeastOne = 10
     seed: int = 42
     v_measure: bool = True
     mteb_document_sample: bool = False
@@ -374,8 +418,8 @@ class ClassificationSettings:
     ``source_language`` (MLDoc/MTOP style)."""
 
     __pydantic_config__ = _STRICT
-    n_experiments: int = 10
-    samples_per_label: int | None = 8
+    n_experiments: AtLeastOne = 10
+    samples_per_label: AtLeastOne | None = 8
     seed: int = 42
     source_language: str = "en"
     train_split: str = "train"
@@ -388,7 +432,7 @@ class XsimSettings:
     sets. ``pairs``: ``to_english`` (xx→eng, as FLORES xSIM) or ``nway`` (every ordered pair)."""
 
     __pydantic_config__ = _STRICT
-    k: int = 4
+    k: AtLeastOne = 4
     margin: Literal["ratio", "distance", "absolute"] = "ratio"
     compare_text: bool = True
     pairs: Literal["to_english", "nway"] = "to_english"
@@ -402,7 +446,7 @@ class GeometrySettings:
 
     __pydantic_config__ = _STRICT
     source: Literal["tatoeba", "parallel"] = "tatoeba"
-    max_points: int = 20000
+    max_points: Annotated[int, Range(ge=2)] = 20000
     seed: int = 0
 
 
@@ -433,9 +477,9 @@ class EvaluationSettings:
     geometry: GeometrySettings | None = field(default_factory=GeometrySettings)
     langid: LangidSettings | None = field(default_factory=LangidSettings)
     models: dict[str, str] = field(default_factory=dict)
-    batch_size: int = 256
-    batch_tokens: int = 4096
-    max_length: int | None = None
+    batch_size: AtLeastOne = 256
+    batch_tokens: AtLeastOne = 4096
+    max_length: Annotated[int, Range(ge=2)] | None = None
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cache: bool = True

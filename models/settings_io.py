@@ -3,8 +3,9 @@
 The pipeline validates ``models.settings`` through pydantic (``flows/config.py``); a bare GPU machine running
 ``python -m models.train --config FILE`` has no pydantic, so this module does the same job for the types the settings
 use: nested frozen dataclasses, ``Literal``, ``X | None``, ``tuple[X, ...]``, ``dict[str, X]``, unions of dataclasses
-told apart by their ``kind`` field, ``int``/``float``/``bool``/``str``. Unknown keys and wrong types raise
-``SettingsError`` naming the dotted key path and what was expected.
+told apart by their ``kind`` field, ``int``/``float``/``bool``/``str``, and ``Annotated`` numbers with a
+``models.settings.Range``. Unknown keys, wrong types and values out of range raise ``SettingsError`` naming the dotted
+key path, the value and what was expected.
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
     if tp is Any:
         return value
     if origin is typing.Annotated:
-        return _convert(args[0], value, where)
+        converted = _convert(args[0], value, where)
+        for meta in tp.__metadata__:
+            check = getattr(meta, "problem", None)  # models.settings.Range: the values the setting can take
+            if check is not None and (expected := check(converted)) is not None:
+                raise SettingsError(f"{where}: out of range (value {value!r}); expected {expected}")
+        return converted
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -97,7 +103,7 @@ def _dataclass(cls: Any, value: Any, where: str) -> Any:
         return value
     if not isinstance(value, Mapping):
         raise SettingsError(f"{where}: expected a mapping of {cls.__name__} settings, got {value!r}")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)  # keep Annotated: its Range is checked
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = [k for k in value if k not in names]
     if unknown:

@@ -90,7 +90,7 @@ def built(evals: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 def test_package_keeps_the_stage_interface() -> None:
-    assert STAGE_VERSION == "5"
+    assert STAGE_VERSION == "6"
     assert not (REPO / "pipelines" / "report.py").exists()
 
 

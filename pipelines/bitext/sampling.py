@@ -50,7 +50,7 @@ from pipelines.text_normalise import normalise_series
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.bitext")
-STAGE_VERSION = "3"  # 3: CJK-weighted lengths
+STAGE_VERSION = "4"  # 3: CJK-weighted lengths; 4: no surviving pair → a schema-only bitext_pairs file
 COUNT_COLUMNS = ("read", "blank", "too_short", "too_long", "length_ratio", "leaked", "wrong_language", "duplicate",
                  "not_selected", "kept")
 
@@ -418,6 +418,10 @@ def prefetch(chunks: Iterator[pl.DataFrame], depth: int = 1) -> Iterator[pl.Data
 
 def build_pairs(settings: BitextSettings, sources: list[Any], index: EvalTextIndex, out: Path) -> StageResult:
     pairs, table, leak, stats = select_pairs(settings, sources, index)
+    if pairs.is_empty():
+        dropped = ", ".join(f"{stats[c]} {c.replace('_', ' ')}" for c in COUNT_COLUMNS[1:-2] if stats.get(c))
+        log.warning("bitext: no pair survived (read %d; %s): bitext_pairs is empty, and an objective trained on it "
+                    "is refused", stats["read"], dropped or "no input pairs")
     write_partitioned(pairs, out / "bitext_pairs", "lang")
     table.write_parquet(out / "bitext_filter_counts.parquet")
     leak.write_parquet(out / "leakage.parquet")

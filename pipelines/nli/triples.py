@@ -40,9 +40,11 @@ from pipelines.xnli.sources import XnliSource
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.nli")
-STAGE_VERSION = "2"  # 2: language draws and meaning ids by version-stable hashes
+STAGE_VERSION = "3"  # 2: language draws and meaning ids by version-stable hashes; 3: no triple → a schema-only
+#   nli_triples file
 COLUMNS = ("triple_id", "meaning_id", "strategy", "source", "sent0", "sent0_lang", "sent1", "sent1_lang", "hard_neg",
            "hard_neg_lang", "origin", "line")
+SCHEMA = {**dict.fromkeys(COLUMNS, pl.Utf8), "line": pl.Int64}  # the table's types, for a triple-less build
 
 
 class NliTripleSettings(BaseModel):
@@ -170,13 +172,18 @@ def build_triples(settings: NliTripleSettings, xnli: XnliSource | None, files: l
     if not parts:
         raise ValueError("nli_triples has no input: set corpora.nli_triples.xnli_split with sources.xnli, "
                          "or list English NLI files under sources.nli")
-    triples = pl.concat([p.select([c for c in COLUMNS if c != "triple_id"]) for p in parts if p.height])
+    non_empty = [p.select([c for c in COLUMNS if c != "triple_id"]) for p in parts if p.height]
+    triples = pl.concat(non_empty) if non_empty else pl.DataFrame(schema={c: t for c, t in SCHEMA.items()
+                                                                          if c != "triple_id"})
     triples = triples.with_row_index("_i").with_columns(
         (pl.col("source") + "-" + pl.col("_i").cast(pl.Utf8).str.zfill(8)).alias("triple_id")).select(COLUMNS)
     n = triples.height
     triples, leak = drop_leaks(triples, index)
     stats.update({"triples": triples.height, "triples_leaked": n - triples.height,
                   **{f"triples_{k}": v for k, v in triples.group_by("strategy").len().iter_rows()}})
+    if triples.is_empty():
+        log.warning("nli_triples: no triple (%s): the table is empty, and an objective trained on it is refused",
+                    ", ".join(f"{k} {v}" for k, v in sorted(stats.items()) if k != "triples") or "no input")
     write_partitioned(triples, out / "nli_triples", "strategy")
     leak.write_parquet(out / "leakage.parquet")
     log.info("nli_triples: %d triples (%s), %d removed for leakage", triples.height,

@@ -29,15 +29,16 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipelines.seeded_hash import seeded_hash, splitmix64
 from pipelines.wikipedia.artifact_tables import scan_shards, scan_table
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.ease")
-STAGE_VERSION = "5"  # 4: every draw of an entity is a column of its row (no positional alignment after a join);
-#   5: a page's own subject (origin_entity) is never a hard negative of its sentences
+STAGE_VERSION = "6"  # 4: every draw of an entity is a column of its row (no positional alignment after a join);
+#   5: a page's own subject (origin_entity) is never a hard negative of its sentences; 6: a language without pairs
+#   writes a schema-only file with the table's columns (it wrote a column-less one when no language had a pair)
 
 
 class HardNegativeSettings(BaseModel):
@@ -51,6 +52,16 @@ class HardNegativeSettings(BaseModel):
     seed: int = Field(42, description="EASE uses random.seed(42)")
     pages_per_chunk: int = Field(200_000, ge=1, exclude=True,
                                  description="pages whose pairs are built at once (memory; never changes the output)")
+
+    @field_validator("max_pairs_per_language")
+    @classmethod
+    def _positive_quota(cls, v: int | dict[str, int]) -> int | dict[str, int]:
+        """A quota below 1 keeps nothing (and polars' ``head(-1)`` would quietly keep all rows but one)."""
+        bad = {k: q for k, q in (v.items() if isinstance(v, dict) else [(None, v)]) if q < 1}
+        if bad:
+            which = ", ".join(f"{k}: {q}" if k is not None else str(q) for k, q in bad.items())
+            raise ValueError(f"out of range (value {which}); expected a number of pairs ≥ 1")
+        return v
 
     def quota(self, lang: str) -> int:
         q = self.max_pairs_per_language
@@ -131,11 +142,11 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
         sampled, lang_drops = _language_pairs(settings, lang, path, shards[lang], titles, vocab, cands)
         frames.append(sampled)
         drops += lang_drops
-    result = pl.concat(frames) if frames else pl.DataFrame()
+    result = pl.concat(frames) if frames else pl.DataFrame(schema=PAIR_SCHEMA)
     folder = out / "hard_negatives"
     folder.mkdir(parents=True, exist_ok=True)
     for lang in sorted(languages):
-        part = result.filter(pl.col("lang") == lang).drop("lang") if result.height else result
+        part = result.filter(pl.col("lang") == lang).drop("lang")
         d = folder / f"lang={lang}"
         d.mkdir(exist_ok=True)
         part.write_parquet(d / "part-00000.parquet", compression="zstd")
@@ -145,6 +156,9 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
     schema = {"lang": pl.Utf8, "stage": pl.Utf8, "reason": pl.Utf8, "count": pl.Int64}
     pl.concat([*(e.select(pl.col(c).cast(t) for c, t in schema.items()) for e in earlier),
                pl.DataFrame(drops, schema=schema)]).write_parquet(out / "ease_drop_counts.parquet")
+    if result.is_empty():
+        log.warning("hard_negatives: 0 EASE pairs in %s — %s; an EASE objective trained on them is refused",
+                    ", ".join(sorted(languages)) or "no language", no_pairs_reason(drops, types, vocab))
     return StageResult(
         tables={"hard_negatives": "hard_negatives", "entity_negative_candidates": "entity_negative_candidates.parquet",
                 "ease_drop_counts": "ease_drop_counts.parquet"},
@@ -155,6 +169,25 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
 
 
 _KEY = ["page_id", "sent_id", "link_no"]
+PAIR_SCHEMA = {"lang": pl.Utf8, "page_id": pl.Int64, "sent_id": pl.Int32, "link_no": pl.Int32, "text": pl.Utf8,
+               "start": pl.Int32, "end": pl.Int32, "surface": pl.Utf8, "entity": pl.Utf8, "negative": pl.Utf8,
+               "candidates": pl.List(pl.Utf8), "type": pl.Utf8, "origin_entity": pl.Utf8}
+
+
+def no_pairs_reason(drops: list[dict], types: pl.DataFrame, vocab: pl.DataFrame) -> str:
+    """Why no EASE pair survived, for the warning: the cause upstream when there is one, else the largest drop."""
+    if vocab.is_empty():
+        return "the entity vocabulary is empty (no entity has more than corpora.entities.min_link_count links)"
+    if types.is_empty():
+        return ("no entity has a type (corpora.entities.types: none, or no infobox / Wikidata type was found), so no "
+                "entity has a type-based hard-negative candidate")
+    totals: dict[str, int] = {}
+    for d in drops:
+        totals[d["reason"]] = totals.get(d["reason"], 0) + int(d["count"])
+    worst = max(totals.items(), key=lambda kv: kv[1], default=("no_links", 0))
+    if worst[1] == 0:
+        return "the articles have no links"
+    return f"most links were dropped as {worst[0]} ({worst[1]})"
 
 
 def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shards: list[Path], titles: pl.DataFrame,
@@ -196,10 +229,7 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
                            "negative", "candidates", "type", "origin_entity")
                    .sort(*_KEY))
     else:
-        sampled = pl.DataFrame(schema={"lang": pl.Utf8, "page_id": pl.Int64, "sent_id": pl.Int32,
-                                       "link_no": pl.Int32, "text": pl.Utf8, "start": pl.Int32, "end": pl.Int32,
-                                       "surface": pl.Utf8, "entity": pl.Utf8, "negative": pl.Utf8,
-                                       "candidates": pl.List(pl.Utf8), "type": pl.Utf8, "origin_entity": pl.Utf8})
+        sampled = pl.DataFrame(schema=PAIR_SCHEMA)
     capped = sum(min(c, cap) for c in per_entity.values())
     drops = [{"lang": lang, "stage": "hard_negatives", "reason": reason, "count": int(v)} for reason, v in (
         ("link_target_missing", n["missing"]),
