@@ -533,7 +533,8 @@ def _extract_sharded(dump: Path, out: Path, settings: WikiSettings, index: Path 
     lang = out / "lang"
     lang.mkdir()
     stats = build_wiki_language("en", dirs, counts, settings.max_redirect_hops, lang).stats
-    total: dict = {"malformed_titles": [t for c in counts for t in c["malformed_titles"]], "shards": len(dirs)}
+    total: dict = {"malformed_titles": [t for c in counts for t in c["malformed_titles"]], "shards": len(dirs),
+                   "invalid_utf8_titles": [t for c in counts for t in c["invalid_utf8_titles"]]}
     for k, v in counts[0].items():
         if isinstance(v, int) and not isinstance(v, bool):
             total[k] = sum(c[k] for c in counts)
@@ -562,10 +563,11 @@ def test_bad_pages_are_counted_never_fatal(tmp_path: Path, fmt: str) -> None:
 
     delta = {k: d[k] - c[k] for k in ("pages", "redirects", "malformed_pages", "invalid_utf8_pages",
                                       "unknown_namespace", "other_namespace", "empty_pages", "pages_without_links")}
-    assert delta == {"pages": 4,  # invalid bytes, plain, dangling, escaped
+    assert delta == {"pages": 3,  # plain, dangling, escaped (the page with invalid bytes is dropped)
                      "redirects": 0, "malformed_pages": 2, "invalid_utf8_pages": 1, "unknown_namespace": 1,
                      "other_namespace": 1, "empty_pages": 2, "pages_without_links": 1}
     assert "Broken page" in d["malformed_titles"] and len(d["malformed_titles"]) == 2
+    assert d["invalid_utf8_titles"] == ["Invalid bytes"]
     assert d_stats["links_to_missing_pages"] == c_stats["links_to_missing_pages"] + 1
 
     df, cf = _frames(tmp_path / "d"), _frames(tmp_path / "c")
@@ -573,10 +575,10 @@ def test_bad_pages_are_counted_never_fatal(tmp_path: Path, fmt: str) -> None:
     clean_ids = cf["pages_raw"]["page_id"]
     assert_frame_equal(df["pages_raw"].filter(pl.col("page_id").is_in(clean_ids.implode())), cf["pages_raw"])
     assert_frame_equal(df["sentences"].filter(pl.col("page_id").is_in(clean_ids.implode())), cf["sentences"])
-    assert set(df["pages_raw"]["page_id"]) - set(clean_ids) == {9003, 9008, 9009, 9010}
-    # invalid UTF-8: replaced, the page kept
-    bad_text = df["sentences"].filter(pl.col("page_id") == 9003)["text"].to_list()
-    assert any("\ufffd\ufffd" in t for t in bad_text)
+    assert set(df["pages_raw"]["page_id"]) - set(clean_ids) == {9008, 9009, 9010}
+    # invalid UTF-8: the page dropped whole, no replacement character anywhere
+    assert df["sentences"].filter(pl.col("page_id") == 9003).is_empty()
+    assert not df["sentences"]["text"].str.contains("\ufffd", literal=True).any()
     escaped = " ".join(df["sentences"].filter(pl.col("page_id") == 9010)["text"])
     assert "a < b" in escaped
     # a link to a page the dump does not have: kept, without a target page, and counted
@@ -593,11 +595,44 @@ def test_parse_fragment_counts_each_kind_of_bad_page() -> None:
     counts = ReadCounts()
     fragment = b"".join(BAD_PAGES.values())
     pages = {p.title: p for p in parse_fragment(fragment, counts)}
-    assert set(pages) == set(BAD_PAGES) - {"Broken page", "Unclosed title"}
+    assert set(pages) == set(BAD_PAGES) - {"Broken page", "Unclosed title", "Invalid bytes"}
     assert counts.malformed_pages == 2 and counts.invalid_utf8_pages == 1
-    assert "Broken page" in counts.malformed_titles
-    assert "\ufffd" in pages["Invalid bytes"].text and pages["Strange:Thing"].ns == 999
+    assert "Broken page" in counts.malformed_titles and counts.invalid_utf8_titles == ["Invalid bytes"]
+    assert pages["Strange:Thing"].ns == 999
     assert pages["Empty page"].text == "" and "<page>" in pages["Escaped page"].text
+
+
+@pytest.mark.parametrize("where", ["text", "title", "redirect"])
+def test_a_page_with_invalid_utf8_is_dropped_counted_and_logged(tmp_path: Path, where: str,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """Invalid bytes anywhere in a page (text, title, a redirect page) drop that page whole: no U+FFFD reaches a
+    sentence, a title or a link; its neighbours are untouched; ``wiki_drop_counts`` and the log say so."""
+    head, _, tail = split_dump_xml(sample_xml("en"))
+    good = [_page("Good one", 8001, f"{LONG} and links [[Berlin]]."),
+            _page("Good two", 8003, f"{LONG} and links [[Paris|the capital]].")]
+    bad = {"text": _page("Damaged", 8002, f"{LONG}, BAD in the text, and links [[Berlin]]."),
+           "title": _page("Damaged BAD title", 8002, f"{LONG} and links [[Berlin]]."),
+           "redirect": _page("Damaged", 8002, "#REDIRECT [[BAD Berlin]]").replace(
+               b"<revision>", b'<redirect title="BAD Berlin" />\n    <revision>')}[where]
+    bad = bad.replace(b"BAD", b"caf\xc3(\xe9")  # a broken two-byte sequence and a stray Latin-1 byte
+    path = tmp_path / "enwiki.xml"
+    path.write_bytes(head + good[0] + bad + good[1] + tail)
+    with caplog.at_level("WARNING", logger="polysent.pipelines.wiki"):
+        counts = build_wiki_shard(WikiSettings(processes=1), path, "en", (0, path.stat().st_size), None,
+                                  tmp_path / "s").stats
+    shard = json.loads((tmp_path / "s" / "shard_counts.json").read_text())
+    assert shard["invalid_utf8_pages"] == 1 and shard["malformed_pages"] == 0 and counts["pages"] == 2
+    assert len(shard["invalid_utf8_titles"]) == 1 and "Damaged" in shard["invalid_utf8_titles"][0]
+    pages = pl.read_parquet(tmp_path / "s" / "wiki_pages_raw")
+    sentences = pl.read_parquet(tmp_path / "s" / "wiki_sentences")
+    links = pl.read_parquet(tmp_path / "s" / "wiki_links_raw")
+    assert pages["page_id"].to_list() == [8001, 8003] and pages["is_redirect"].not_().all()
+    assert sorted(set(sentences["page_id"])) == [8001, 8003] and sorted(set(links["page_id"])) == [8001, 8003]
+    for frame, col in ((pages, "title"), (sentences, "text"), (links, "surface"), (links, "target")):
+        assert not frame[col].str.contains("\ufffd", literal=True).any(), col
+    drop = {r["reason"]: r["count"] for r in shard["drop_rows"]}
+    assert drop["invalid_utf8_pages"] == 1
+    assert any("invalid UTF-8" in r.getMessage() and "Damaged" in r.getMessage() for r in caplog.records)
 
 
 # ---------------------------------------------------------------------------------------------------- 6. not a dump

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import bz2
+import functools
 from pathlib import Path
 
 import polars as pl
@@ -12,7 +13,7 @@ from pipelines.wikidata import iter_entities
 from pipelines.wikipedia.dump_reader import DumpFormatError, read_dump
 from pipelines.wikipedia.entities import EntitySettings
 from pipelines.wikipedia.sentences import sentence_spans, split_sentences
-from pipelines.wikipedia.wikitext import normalize_title, parse_wikitext
+from pipelines.wikipedia.wikitext import infobox_type, normalize_title, parse_wikitext
 
 DUMPS = {lang: SAMPLE / "wikipedia" / f"{lang}wiki-sample.xml.bz2" for lang in ("en", "de", "ru")}
 
@@ -34,6 +35,68 @@ def test_wikitext_keeps_links_and_drops_markup() -> None:
         ("Germany", "Germany"), ("Berlin", "largest city"), ("Spree", "Sprees")]
     assert all(first.text[ln.start:ln.end] == ln.surface for ln in first.links)
     assert second.text == "Founded in 1237." and second.links == []
+
+
+def test_only_infobox_templates_are_types_and_case_variants_are_one() -> None:
+    text = ("{{Infobox Country\n| name = Foo\n| capital = [[Bar]]\n}}\n{{infobox_country|name=Foo}}\n"
+            "{{Multiple image\n| image1 = a.jpg\n| image2 = b.jpg\n}}\n{{Bar box\n| title = x\n| bars = y\n}}\n"
+            "{{Weather box\n| location = Foo\n| Jan high C = 3\n}}\n{{Infobox spaceflight/IP\n| a = 1\n| b = 2\n}}\n"
+            "{{Infobox\n| title = generic\n| data1 = x\n}}\n'''Foo''' is a country next to [[Bar]].")
+    page = parse_wikitext(text)
+    assert page.infoboxes == ["Infobox country", "Infobox spaceflight"]
+    assert page.paragraphs[0].text == "Foo is a country next to Bar."
+
+
+# (language, a template name as it occurs in that shared dump, the type it gives or None): real names, read off
+# ``../shared/data/wikipedia/<lang>wiki-sample.xml.bz2``; the dump test below checks that each one is there
+INFOBOX_CASES = [
+    ("en", "Infobox country", "Infobox country"), ("en", "Infobox U.S. state", "Infobox u.s. state"),
+    ("en", "Infobox spaceflight/IP", "Infobox spaceflight"), ("en", "Automatic taxobox", "Automatic taxobox"),
+    ("en", "multiple image", None), ("en", "bar box", None), ("en", "Weather box", None), ("en", "Navboxes", None),
+    ("en", "Historical populations", None), ("en", "Geographic location", None),
+    ("ja", "基礎情報 都道府県", "基礎情報 都道府県"), ("ja", "基礎情報 国", "基礎情報 国"),
+    ("ja", "Infobox 漫画家", "Infobox 漫画家"),
+    ("ja", "Infobox Language", "Infobox language"), ("ja", "Infobox animanga/Header", "Infobox animanga"),
+    ("ja", "Infobox animanga/Cast", "Infobox animanga"), ("ja", "bar box", None), ("ja", "Weather box", None),
+    ("ja", "複数の問題", None), ("ja", "s-ttl", None),
+    ("el", "Πληροφορίες Χώρας", "Πληροφορίες χώρας"), ("el", "Πληροφορίες_Χώρας", "Πληροφορίες χώρας"),
+    ("el", "Πληροφορίες πολιτικού", "Πληροφορίες πολιτικού"),
+    ("el", "Κουτί πληροφοριών εταιρίας", "Κουτί πληροφοριών εταιρίας"), ("el", "Weather box", None),
+    ("el", "multiple image", None), ("el", "Απόσπασμα", None),
+    ("uk", "Картка Країна", "Картка країна"), ("uk", "Картка країни", "Картка країни"),
+    ("uk", "Infobox Country", "Infobox country"), ("uk", "Infobox Anatomy", "Infobox anatomy"),
+    ("uk", "Вікіпосилання", None), ("uk", "Image label small", None), ("uk", "double image", None),
+    ("vi", "Thông tin đơn vị hành chính Việt Nam", "Thông tin đơn vị hành chính việt nam"),
+    ("vi", "Hộp thông tin quốc gia", "Hộp thông tin quốc gia"), ("vi", "Thông tin khu dân cư", "Thông tin khu dân cư"),
+    ("vi", "Infobox country", "Infobox country"), ("vi", "Multiple image", None), ("vi", "multiple image", None),
+    ("vi", "Weather box", None), ("vi", "Pull quote", None), ("vi", "Thanh chủ đề", None),
+]
+
+
+@pytest.mark.parametrize(("lang", "name", "expected"), INFOBOX_CASES)
+def test_infobox_type_of_real_template_names(lang: str, name: str, expected: str | None) -> None:
+    assert infobox_type(name, lang) == expected
+
+
+def test_infobox_prefixes_are_per_language_and_need_a_type() -> None:
+    assert infobox_type("Картка країни", "en") is None  # the uk prefix means nothing on the English wiki
+    assert infobox_type("Infobox", "en") is None and infobox_type("Πλαίσιο πληροφοριών", "el") is None
+    assert infobox_type("Phương tiện thông tin ngoài", "vi") is None  # "thông tin" inside, not a prefix
+    assert infobox_type("Collapsed infobox section begin", "vi") is None
+    assert infobox_type("Template:Infobox country", "en") is None and infobox_type("#if", "en") is None
+    assert infobox_type("  Infobox   former_Country ", "vi") == "Infobox former country"
+
+
+@functools.cache
+def _dump_text(folder: Path, lang: str) -> str:
+    return bz2.decompress((folder / "wikipedia" / f"{lang}wiki-sample.xml.bz2").read_bytes()).decode("utf-8")
+
+
+@pytest.mark.shared_data
+def test_infobox_cases_are_real_names_of_the_shared_dumps(shared_data: Path) -> None:
+    for lang, name, _ in INFOBOX_CASES:
+        text = _dump_text(shared_data, lang)
+        assert any(f"{{{{{name}{after}" in text for after in ("\n", "|", " ")), (lang, name)
 
 
 def test_title_normalisation_matches_mediawiki() -> None:

@@ -18,7 +18,10 @@ runs produce the same rows. Fragments handed to the parser are whole ``<page>…
 
 Errors: a truncated file raises ``TruncatedDumpError`` naming the file and the last complete page; with
 ``allow_truncated`` the complete pages are kept and the cut is reported. A page that does not parse is skipped and
-counted (the first titles are logged); invalid UTF-8 is replaced (U+FFFD) and counted.
+counted (the first titles are logged). A page with invalid UTF-8 is skipped and counted too (``invalid_utf8_pages``,
+the first titles in ``invalid_utf8_titles``): replacing the bytes would put U+FFFD into its sentences and link
+surfaces, and a page whose bytes are damaged cannot be trusted to be whole — a flag per page would leave every consumer
+to remember it, while a dropped page costs one article out of millions.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ class ReadCounts:
     malformed_pages: int = 0
     malformed_titles: list[str] = field(default_factory=list)
     invalid_utf8_pages: int = 0
+    invalid_utf8_titles: list[str] = field(default_factory=list)
     truncated: bool = False
     last_complete_page: str | None = None
 
@@ -87,6 +91,7 @@ class ReadCounts:
         self.malformed_pages += other.malformed_pages
         self.malformed_titles.extend(other.malformed_titles[: max(0, 10 - len(self.malformed_titles))])
         self.invalid_utf8_pages += other.invalid_utf8_pages
+        self.invalid_utf8_titles.extend(other.invalid_utf8_titles[: max(0, 10 - len(self.invalid_utf8_titles))])
         self.truncated |= other.truncated
         self.last_complete_page = other.last_complete_page or self.last_complete_page
 
@@ -464,7 +469,8 @@ _PAGE_SPLIT = re.compile(rb"(?=<page>)")
 
 
 def parse_fragment(fragment: bytes, counts: ReadCounts) -> Iterator[Page]:
-    """Pages of one fragment of whole ``<page>`` elements. A page that does not parse is skipped and counted."""
+    """Pages of one fragment of whole ``<page>`` elements. A page that does not parse, or whose bytes are not valid
+    UTF-8, is skipped and counted."""
     try:
         root = etree.fromstring(b"<pages>" + fragment + b"</pages>", _parser())
     except etree.XMLSyntaxError:
@@ -492,9 +498,13 @@ def _parser() -> etree.XMLParser:
 def _parse_one(piece: bytes, counts: ReadCounts) -> Iterator[Page]:
     try:
         piece.decode("utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
         counts.invalid_utf8_pages += 1
-        piece = piece.decode("utf-8", "replace").encode("utf-8")
+        title = _last_title(piece) or "?"
+        if len(counts.invalid_utf8_titles) < 10:
+            counts.invalid_utf8_titles.append(title)
+            log.warning("skipping page %r: invalid UTF-8 (%s at byte %d of the page)", title, exc.reason, exc.start)
+        return
     try:
         root = etree.fromstring(b"<pages>" + piece + b"</pages>", _parser())
     except etree.XMLSyntaxError as exc:

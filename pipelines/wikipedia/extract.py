@@ -3,8 +3,8 @@
 Per page of the main namespace: the wikitext is cleaned (``wikitext``), each paragraph is split into sentences with
 ICU (``sentences``; a break inside a link span is dropped) and every hyperlink of a kept sentence becomes a row of
 ``wiki_links_raw`` — EASE's (sentence, entity) pair before redirects and entity keys are resolved (``resolve``).
-Redirect pages are recorded in ``wiki_pages_raw``; other namespaces, empty pages, malformed pages and sentences
-outside the length limits are counted, never fatal.
+Redirect pages are recorded in ``wiki_pages_raw``; other namespaces, empty pages, malformed pages, pages with invalid
+UTF-8 (dropped, not repaired: see ``dump_reader``) and sentences outside the length limits are counted, never fatal.
 
 Work is cut into byte ranges (``dump_reader.plan_ranges``): each worker process reads, decompresses and parses its
 own range and writes its own Parquet parts, named by the range index, so the output does not depend on the number
@@ -44,10 +44,12 @@ from pipelines.wikipedia.dump_reader import (
 )
 from pipelines.wikipedia.sentences import sentence_spans
 from pipelines.wikipedia.wikitext import LinkSpan, parse_wikitext
+from pipelines.worker_lifetime import die_with
 from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wiki")
-STAGE_VERSION = "4"  # 3: byte-range extraction, regex cleaner, link trails per language, drop counts
+STAGE_VERSION = "5"  # 3: byte-range extraction, regex cleaner, link trails per language, drop counts;
+# 5: pages with invalid UTF-8 dropped (were kept with U+FFFD); infoboxes only infobox templates, case-normalised
 
 SENT_SCHEMA = pa.schema([("page_id", pa.int64()), ("sent_id", pa.int32()), ("paragraph", pa.int32()),
                          ("text", pa.string())])
@@ -101,6 +103,7 @@ class ExtractCounts:
     truncated: bool = False
     last_complete_page: str | None = None
     malformed_titles: list[str] = field(default_factory=list)
+    invalid_utf8_titles: list[str] = field(default_factory=list)
 
     def add(self, other: ExtractCounts) -> None:
         for k, v in asdict(other).items():
@@ -109,6 +112,7 @@ class ExtractCounts:
             elif isinstance(v, int):
                 setattr(self, k, getattr(self, k) + v)
         self.malformed_titles.extend(other.malformed_titles[: max(0, 10 - len(self.malformed_titles))])
+        self.invalid_utf8_titles.extend(other.invalid_utf8_titles[: max(0, 10 - len(self.invalid_utf8_titles))])
         self.last_complete_page = other.last_complete_page or self.last_complete_page
 
     def drop_rows(self, lang: str) -> list[dict]:
@@ -302,13 +306,17 @@ def _run_fragment(fragment: bytes, index: int, ctx: _Context) -> tuple[ExtractCo
 
 def _pool(processes: int) -> ProcessPoolExecutor:
     """Workers by ``fork`` (cheap) unless this process runs other threads (Prefect's task runner, a Dask worker):
-    forking a threaded process can deadlock on a lock held by another thread, so then ``forkserver``."""
+    forking a threaded process can deadlock on a lock held by another thread, so then ``forkserver``. Each worker
+    dies with this process (``worker_lifetime.die_with``): a ``kill -9`` of the run leaves no worker blocked on its
+    task pipe, nor, under ``forkserver``, the server that the workers keep alive."""
     methods = mp.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         method = "fork"
     else:
         method = "forkserver" if "forkserver" in methods else "spawn"
-    return ProcessPoolExecutor(processes, mp_context=mp.get_context(method))
+    log.debug("extraction pool: %d worker processes by %s", processes, method)
+    return ProcessPoolExecutor(processes, mp_context=mp.get_context(method), initializer=die_with,
+                               initargs=(os.getpid(),))
 
 
 def extract_pairs(dump: Path, lang: str, out: Path, *, processes: int = 2, index: Path | None = None,
@@ -349,19 +357,23 @@ def extract_pairs(dump: Path, lang: str, out: Path, *, processes: int = 2, index
     counts.malformed_pages += rc.malformed_pages
     counts.invalid_utf8_pages += rc.invalid_utf8_pages
     counts.malformed_titles = rc.malformed_titles[:10]
+    counts.invalid_utf8_titles = rc.invalid_utf8_titles[:10]
     counts.truncated = rc.truncated
     counts.last_complete_page = rc.last_complete_page
     result = asdict(counts)
     result.update(seconds=time.perf_counter() - t0, ranges=len(ranges), kind=kind, processes=processes)
     log.info("%s (%s, %s, %d ranges, %d processes): %d pages, %d redirects, %d sentences, %d links in %.1f s; "
-             "skipped %d pages outside the main namespace (%d unknown), %d empty, %d malformed, %d sentences outside "
-             "the length limits", dump.name, lang, kind, len(ranges), processes, counts.pages, counts.redirects,
-             counts.sentences, counts.links, result["seconds"], counts.other_namespace + counts.unknown_namespace,
-             counts.unknown_namespace, counts.empty_pages, counts.malformed_pages,
-             counts.sentences_too_short + counts.sentences_too_long)
+             "skipped %d pages outside the main namespace (%d unknown), %d empty, %d malformed, %d with invalid "
+             "UTF-8, %d sentences outside the length limits", dump.name, lang, kind, len(ranges), processes,
+             counts.pages, counts.redirects, counts.sentences, counts.links, result["seconds"],
+             counts.other_namespace + counts.unknown_namespace, counts.unknown_namespace, counts.empty_pages,
+             counts.malformed_pages, counts.invalid_utf8_pages, counts.sentences_too_short + counts.sentences_too_long)
     if counts.malformed_titles:
         log.warning("%s: %d malformed pages skipped, first: %s", dump.name, counts.malformed_pages,
                     ", ".join(counts.malformed_titles[:5]))
+    if counts.invalid_utf8_pages:
+        log.warning("%s: %d pages with invalid UTF-8 dropped (not repaired: U+FFFD would enter their sentences), "
+                    "first: %s", dump.name, counts.invalid_utf8_pages, ", ".join(counts.invalid_utf8_titles[:5]))
     return result
 
 

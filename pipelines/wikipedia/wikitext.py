@@ -35,8 +35,27 @@ INLINE_KEEP_LAST = frozenset({
     "lang", "nowrap", "nobr", "transl", "transliteration", "langx", "lang-de", "lang-en", "lang-ru", "lang-fr",
     "lang-es", "нп", "iast", "small", "script", "unicode",
 })
-INFOBOX_HINTS = ("infobox", "карточка", "город", "государство", "река", "персона", "ficha", "info", "πληροφορίες",
-                 "thông tin", "基礎情報", "картка")
+# Infobox templates — the page's entity type when no Wikidata dump is given (``entities``). A template is an infobox
+# when its name is "Infobox <type>" (every wiki), starts with its wiki's own infobox prefix (lower case, read off the
+# shared dumps: ja 基礎情報 国, el Πληροφορίες Χώρας / Κουτί πληροφοριών εταιρίας / Πλαίσιο πληροφοριών …, uk Картка
+# країни, vi Thông tin khu dân cư / Hộp thông tin quốc gia / Tóm tắt về công ty; ru Карточка …, es Ficha de …, pt
+# Info/…), or is one of a few infoboxes named by their type alone (the taxobox family; ru Город, Государство, Река,
+# Персона). Other block templates — "Multiple image", "Bar box", "Weather box", navigation boxes, quote boxes — are
+# layout, not types. A bare "Infobox" (a generic box) names no type either.
+INFOBOX_PREFIXES: dict[str, tuple[str, ...]] = {
+    "ja": ("基礎情報",),
+    "el": ("πληροφορίες", "κουτί πληροφοριών", "πλαίσιο πληροφοριών"),
+    "uk": ("картка",),
+    "vi": ("thông tin", "hộp thông tin", "tóm tắt về"),
+    "ru": ("карточка",),
+    "es": ("ficha de", "ficha"),
+    "pt": ("info",),
+}
+INFOBOX_NAMES: dict[str, frozenset[str]] = {
+    "": frozenset({"taxobox", "automatic taxobox", "speciesbox", "subspeciesbox", "infraspeciesbox"}),
+    "ja": frozenset({"生物分類表"}),
+    "ru": frozenset({"город", "государство", "река", "персона", "таксон"}),
+}
 
 # MediaWiki's $linkTrail per content language (MessagesXx.php); the default is /^([a-z]+)(.*)$/sD.
 _LINK_TRAILS: dict[str, str] = {
@@ -155,10 +174,37 @@ def _split_params(body: str) -> list[str]:
     return parts
 
 
+@lru_cache(maxsize=1 << 12)
+def infobox_type(name: str, lang: str = "en") -> str | None:
+    """The infobox type a template named ``name`` gives a page of the ``lang`` wiki, or None for any other template.
+
+    The name is normalised as MediaWiki would resolve it, plus case: underscores and runs of spaces become one space
+    and the whole name is case-folded (first letter upper-cased back for reading), so "Infobox Country", "Infobox
+    country" and "infobox_country" — case-variant redirects to one template — are one type, "Infobox country". A
+    sub-template ("Infobox animanga/Header", "Thông tin viên chức/1") is a part of its parent's box: the parent's type.
+    Names with a namespace or parser function (``:``, ``#``) are not infoboxes.
+    """
+    low = _SPACES.sub(" ", name.replace("_", " ")).strip().lower()
+    if not low or low.startswith("#") or ":" in low:
+        return None
+    base = lang.split("-")[0]
+    for prefix in ("infobox", *INFOBOX_PREFIXES.get(base, ())):
+        if low.startswith(prefix) and low[len(prefix):len(prefix) + 1] in (" ", "/"):
+            kind = low[len(prefix) + 1:].split("/", 1)[0].strip()
+            if kind:
+                canonical = f"{prefix}{low[len(prefix)]}{kind}"
+                return canonical[:1].upper() + canonical[1:]
+    whole = low.split("/", 1)[0].strip()
+    if whole in INFOBOX_NAMES[""] or whole in INFOBOX_NAMES.get(base, ()):
+        return whole[:1].upper() + whole[1:]
+    return None
+
+
 class _TemplateRemover:
     """``re.sub`` callback for one innermost template: records infoboxes, keeps inline text templates' text."""
 
-    def __init__(self) -> None:
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
         self.infoboxes: list[str] = []
 
     def __call__(self, m: re.Match[str]) -> str:
@@ -166,13 +212,12 @@ class _TemplateRemover:
         params = _split_params(body)
         name = params[0].strip().replace("_", " ")
         lname = name.lower()
-        if lname.startswith(INFOBOX_HINTS) or (
-            "\n" in body and len(params) >= 3 and ("infobox" in lname or m.start() == 0 or m.string[m.start() - 1]
-                                                   == "\n")
-        ):
-            if name and not name.startswith("#") and ":" not in name:
-                self.infoboxes.append(name[:1].upper() + name[1:])
+        box = infobox_type(name, self.lang)
+        if box is not None:
+            self.infoboxes.append(box)
             return ""
+        if "\n" in body and len(params) >= 3 and (m.start() == 0 or m.string[m.start() - 1] == "\n"):
+            return ""  # a block template (image, chart, weather or navigation box): layout, never running text
         if lname in INLINE_KEEP_LAST:
             positional = [p for p in params[1:] if not _NAMED.match(p)]
             return positional[-1] if positional else ""
@@ -181,8 +226,8 @@ class _TemplateRemover:
         return ""
 
 
-def _strip_templates(text: str, infoboxes: list[str]) -> str:
-    remover = _TemplateRemover()
+def _strip_templates(text: str, infoboxes: list[str], lang: str = "en") -> str:
+    remover = _TemplateRemover(lang)
     for _ in range(50):  # one pass per nesting level
         if "{{" not in text:
             break
@@ -322,7 +367,7 @@ def parse_wikitext(text: str, drop_prefixes: set[str] | frozenset[str] | None = 
         text = _REF_PAIR.sub("", text)
         text = _REF_SELF.sub("", text)
         text = _BLOCK_TAGS.sub("", text)
-    text = _strip_templates(text, infoboxes)
+    text = _strip_templates(text, infoboxes, lang)
     text = _strip_tables(text)
     text = _strip_prefixed_links(text, prefixes)
     text = _HEADING.sub("\n", f"\n{text}\n")
