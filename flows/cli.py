@@ -125,6 +125,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if missing:  # before Prefect starts: exit 2 as for a bad config, nothing run or written
         print(f"polysent: {missing}", file=sys.stderr)
         return 2
+    from flows.config import config_warnings
+
+    for warning in config_warnings(cfg, args.config):  # the same warnings ``validate`` prints, before any node runs
+        print(f"polysent: warning: {warning}", file=sys.stderr)
     force = args.force or os.environ.get("FORCE", "").lower() in ("1", "true", "yes")
     log = logging.getLogger("polysent")
     try:
