@@ -20,7 +20,14 @@ from flows.dag import Node, build_dag
 from flows.nodes import NodeResult, RunContext
 from warehouse.artifacts import ArtifactStore, Outcome
 from warehouse.atomic import write_bytes_atomic
-from warehouse.catalog import RunRecord, mark_dead_runs, set_current, write_duckdb_file, write_run_nodes
+from warehouse.catalog import (
+    RunRecord,
+    mark_dead_runs,
+    record_unfinished_run,
+    set_current,
+    write_duckdb_file,
+    write_run_nodes,
+)
 from warehouse.hashing import FileHashCache, hash_obj
 from warehouse.layout import DataRoot
 
@@ -85,7 +92,7 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
         # Bookkeeping must not replace the error that failed the run: with a full disk (tests/faults) writing the run
         # record fails too, and that second OSError used to surface instead of the node's (naming runs/…parquet).
         try:
-            record.write(root)
+            record_unfinished_run(root, record)  # counts the nodes it built before the failure
             hashes.save()
         except OSError as book:
             log.warning("could not record run %s as failed (%s); the next run marks it 'killed'", run_id, book)

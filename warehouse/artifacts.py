@@ -4,12 +4,14 @@ A stage's cache key is the hash of its name, its code version, its canonical con
 its inputs (upstream artifacts' content hashes; external files' sha256). ``ArtifactStore.materialize`` returns a
 verified artifact for a key, building it only when no intact one exists:
 
-1. a published artifact whose manifest verifies is a cache hit;
+1. a published artifact whose manifest verifies is a cache hit: its folder holds exactly the manifest's files (no
+   extra, none missing), each intact;
 2. otherwise the per-key file lock is taken (a second run building the same key waits here, then finds a hit);
 3. the stage writes into a fresh folder under ``tmp/``; row counts, file hashes and catalog rows are recorded;
 4. the folder is fsynced and renamed to ``artifacts/<stage>/<key>`` — nothing half-written is ever visible there.
 
-A missing or corrupted artifact is logged with the reason and rebuilt.
+A missing, corrupted or added-to artifact is logged with the reason (the file by name) and rebuilt. Temporary folders
+and the atomic writer's temporary files of runs that died are swept at the start of the next run (``sweep_tmp``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import datetime as dt
 import logging
 import os
 import platform
+import re
 import shutil
 import time
 import uuid
@@ -200,7 +203,8 @@ class ArtifactStore:
                 if not (tmp / rel).exists():
                     raise RuntimeError(f"stage {stage} declared table {table} at {rel} but did not write it")
             rows = {t: parquet_rows(tmp / rel) for t, rel in result.tables.items()}
-            self._write_catalog_rows(tmp, node, stage, key, version, inputs, rows, started, seconds, run_id)
+            self._write_catalog_rows(tmp, node, stage, key, version, inputs, rows, started, seconds, run_id,
+                                     self.root)
             files = scan_files(tmp)
             manifest = Manifest(
                 stage=stage,
@@ -244,6 +248,7 @@ class ArtifactStore:
         started: dt.datetime,
         seconds: float,
         run_id: str,
+        root: DataRoot,
     ) -> None:
         cat = tmp / CATALOG_DIR
         cat.mkdir()
@@ -269,7 +274,7 @@ class ArtifactStore:
                 "input_kind": [str(v.get("kind", "")) for v in inputs.values()],
                 "input_stage": [str(v.get("stage", "")) for v in inputs.values()],
                 "input_key": [str(v.get("key", "")) for v in inputs.values()],
-                "input_path": [str(v.get("path", "")) for v in inputs.values()],
+                "input_path": [_root_relative(root, str(v.get("path", ""))) for v in inputs.values()],
                 "input_hash": [_input_hash(k, v) for k, v in inputs.items()],
             },
             schema=pa.schema(
@@ -281,11 +286,12 @@ class ArtifactStore:
 
     # -- housekeeping -----------------------------------------------------------------------------------------
     def sweep_tmp(self) -> list[Path]:
-        """Delete temporary folders left by runs that died (their pid is gone); return what was removed."""
+        """Delete temporary folders left by runs that died (their pid is gone); return what was removed.
+
+        The atomic writer's temporary files of such runs go too (``sweep_atomic_temps``; logged, not returned).
+        """
         removed: list[Path] = []
-        if not self.root.tmp.exists():
-            return removed
-        for p in self.root.tmp.iterdir():
+        for p in (self.root.tmp.iterdir() if self.root.tmp.exists() else ()):
             if p.name == "trash":
                 # replaced artifacts being deleted (``publish_dir``): only a dead run's. Sweeping all of ``trash``
                 # broke a live run between creating its entry and moving the old folder into it (tests/faults).
@@ -300,13 +306,55 @@ class ArtifactStore:
                 removed.append(p)
         for p in removed:
             log.info("removed partial artifact %s left by a run that died", p)
+        for p in self.sweep_atomic_temps():
+            log.info("removed temporary file %s left by a run that died", p)
         return removed
+
+    def sweep_atomic_temps(self) -> list[Path]:
+        """Delete the atomic writer's temporary files (and DuckDB's ``.wal`` beside them) left by runs that died.
+
+        ``warehouse.atomic.atomic_path`` writes ``.<name>.tmp-<pid>-<random>`` next to its target: ``current.json``
+        and ``views.sql`` in ``catalog/``, run records in ``runs/``, report copies in ``reports/`` and
+        ``warehouse.duckdb`` in the root — the last with a ``.wal`` of its own while DuckDB writes it. A kill -9 between
+        writing and the rename leaves them behind; only a dead owner's are removed (a live run may be about to rename
+        its file into place).
+        """
+        removed: list[Path] = []
+        root = self.root
+        for folder in (root.root, root.catalog, root.runs, root.reports):
+            try:
+                entries = list(folder.iterdir())
+            except FileNotFoundError:
+                continue
+            for p in entries:
+                m = _ATOMIC_TEMP.match(p.name)
+                if m is None or _pid_alive(int(m["pid"])):
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                    removed.append(p)
+        return removed
+
+
+# ``.<name>.tmp-<pid>-<8 hex>`` of ``warehouse.atomic.atomic_path``, and the ``.wal`` DuckDB writes beside its database
+_ATOMIC_TEMP = re.compile(r"^\..+\.tmp-(?P<pid>\d+)-[0-9a-f]{8}(?:\.wal)?$")
 
 
 def _owner_pid(name: str) -> int | None:
     """The pid in a temporary name ``<stage>-<key>-<pid>-<random>`` (or ``<key>-<pid>-<random>`` in ``trash``)."""
     parts = name.rsplit("-", 2)
     return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+def _root_relative(root: DataRoot, path: str) -> str:
+    """``path`` relative to the data root when it lies inside it (an upstream artifact), else unchanged (an external
+    file): lineage rows stay true when the data root is copied or moved."""
+    if not path:
+        return path
+    try:
+        return Path(path).relative_to(root.root).as_posix()
+    except ValueError:
+        return path
 
 
 def _input_hash(name: str, desc: Mapping[str, Any]) -> str:

@@ -5,7 +5,7 @@
 <root>/tmp/                          artifacts being written (same filesystem: publication is a rename)
 <root>/locks/                        one lock file per artifact key (overlapping runs build a node once)
 <root>/runs/                         one Parquet file per pipeline run and per run's node outcomes
-<root>/catalog/                      current.json (which artifact backs each table), views.sql
+<root>/catalog/                      current.json (which artifact backs each table, paths relative to <root>), views.sql
 <root>/warehouse.duckdb              the same views in a DuckDB file, replaced atomically after each run
 <root>/reports/latest.md             copy of the newest report
 ```

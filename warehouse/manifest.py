@@ -68,11 +68,34 @@ def content_hash(files: dict[str, dict[str, Any]]) -> str:
                      if not k.startswith((CATALOG_DIR + "/", TIMINGS_DIR + "/"))})
 
 
-def verify(root: Path, manifest: Manifest) -> str | None:
-    """Return None when every listed file is present and intact, else a reason naming the first bad file.
+def listed_files(root: Path) -> set[str]:
+    """POSIX relative paths of every file below ``root`` except the manifest (folders alone do not count)."""
+    out: set[str] = set()
+    for dirpath, _dirs, names in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        out.update(prefix + name for name in names)
+    out.discard(MANIFEST_NAME)
+    return out
 
-    Fast path: a file whose size and mtime match the manifest is trusted; otherwise its sha256 is recomputed.
+
+def verify(root: Path, manifest: Manifest) -> str | None:
+    """Return None when the folder holds exactly the manifest's files, each intact; else a reason naming the file.
+
+    The artifact is verified *whole*: a file the manifest does not list (a user's ``COPY ... TO
+    '<artifact>/hard_negatives/lang=hy/part-99999.parquet'``, an editor's backup) is as much a damage as a missing one,
+    because every reader that globs a table folder (a stage reading its upstream, DuckDB over a partitioned table)
+    would take it for data — doubling rows, or failing with a Hive partition mismatch on another schema. Empty folders
+    are ignored (they hold no data).
+
+    Fast path: a file whose size and mtime match the manifest is trusted; otherwise its sha256 is recomputed. The
+    listing is one ``readdir`` per folder, cheap next to the ``stat`` of every file that the fast path already does.
     """
+    extra = sorted(listed_files(root) - manifest.files.keys())
+    if extra:
+        named = ", ".join(extra[:3]) + (f" and {len(extra) - 3} more" if len(extra) > 3 else "")
+        what = f"file {named} is" if len(extra) == 1 else f"files {named} are"
+        return f"{what} not in the manifest (written into the artifact after it was published)"
     for rel, meta in manifest.files.items():
         p = root / rel
         try:
