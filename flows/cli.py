@@ -1,4 +1,5 @@
-"""``polysent`` command line: run, serve, deploy, push, pull, plan, validate, sql, report, convert-model.
+"""``polysent`` command line: run, serve, deploy, push, pull, plan, validate, sql, report, convert-model,
+export-results.
 
 Exit codes: 0 success, 1 a node failed (or, for ``report``, an unreadable results table), 2 invalid configuration or
 usage (nothing was run or written). Prefect is imported only by ``run`` (it costs seconds); ``plan``, ``validate``,
@@ -386,6 +387,34 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_results(args: argparse.Namespace) -> int:
+    """export-results: a run's evaluation results (its latest evaluate artifact) in mteb's results layout
+    (``pipelines.export.mteb_results``); written under a temporary name, then renamed. Exit 2 for an unknown run, an
+    existing non-empty folder without --force, or a run with nothing in mteb's protocol."""
+    root = _data_root(args, "export-results")
+    if root is None:
+        return 2
+    from pipelines.export.mteb_results import UnknownRunError, export_mteb, read_run
+
+    try:
+        results = read_run(root, args.run)
+        export = export_mteb(results, args.out, model_name=args.model_name, revision=args.revision,
+                             force=args.force)
+    except (UnknownRunError, FileExistsError, ValueError) as exc:
+        print(f"polysent export-results: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the folder could not be written (permissions, disk full): nothing was published
+        print(f"polysent export-results: {args.out}: {exc}", file=sys.stderr)
+        return 1
+    skipped = sum(len(w) for w in export.skipped.values())
+    print(f"{args.run} → {export.model_dir}")
+    for task, n in export.tasks.items():
+        print(f"  {task}: {n} subset(s)")
+    print(f"skipped {skipped} result(s) not in mteb's protocol or data (reasons: "
+          f"{args.out.resolve() / 'polysent_export.json'}; -v logs them)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     _setup_env()
     p = argparse.ArgumentParser(prog="polysent", description="Multilingual sentence-embedding pipeline.")
@@ -459,6 +488,16 @@ def main(argv: list[str] | None = None) -> int:
     cm.add_argument("out", type=Path, help="folder to write (must be absent or empty unless --force)")
     cm.add_argument("--force", action="store_true", help="replace an existing folder")
     cm.set_defaults(fn=cmd_convert_model)
+    ex = sub.add_parser("export-results", help="write a run's evaluation results in mteb's results layout "
+                                               "(results/{model}/{revision}/{Task}.json + model_meta.json)")
+    ex.add_argument("run", help="the run (training run or evaluation.models name) whose results to export")
+    ex.add_argument("out", type=Path, help="folder to write (must be absent or empty unless --force)")
+    ex.add_argument("--model-name", default=None, help="mteb model name (default: polysent/RUN)")
+    ex.add_argument("--revision", default=None, help="revision folder (default: the model's artifact key)")
+    ex.add_argument("--force", action="store_true", help="replace an existing folder")
+    ex.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
+    ex.add_argument("--config", type=Path, default=None, help="take the data root from this config")
+    ex.set_defaults(fn=cmd_export_results)
     args = p.parse_args(argv)
     _setup_logging(args.verbose)
     return args.fn(args)
