@@ -239,6 +239,7 @@ def _describe(path: Path, tree: yaml.Node | None, err: dict[str, Any]) -> str:
         kind = "an integer" if isinstance(bound, int) else "a number"  # the bound has the setting's type
         return f"{where}: {dotted}: out of range (value {value!r}); expected {kind} {op} {bound:g}"
     msg = err["msg"].rstrip(".").removeprefix("Value error, ")
+    msg = msg.removeprefix(f"{dotted}: ")  # a validator that names its own key (so direct use names it too)
     if "(value " in msg:  # a validator that names the value itself (``out of range (value -1); expected …``)
         return f"{where}: {dotted}: {msg}"
     return f"{where}: {dotted}: {msg}; got {value!r}"

@@ -460,6 +460,18 @@ class LangidSettings:
 
 
 @dataclass(frozen=True)
+class PairClassificationSettings:
+    """Pair classification / paraphrase detection (PAWS-X; mteb's PairClassification): mteb's scores of the pair
+    similarities with their oracle thresholds (max accuracy, max F1 with precision and recall, average precision; main
+    score ``max_ap``), per dataset, split and language, and their mean over the languages of a dataset and split.
+    ``datasets`` / ``splits`` select (empty = every one in ``eval_pair_classification``)."""
+
+    __pydantic_config__ = _STRICT
+    datasets: tuple[str, ...] = ()
+    splits: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EvaluationSettings:
     """The evaluation suite. A task runs when its section is set and the evaluation sets provide its data.
 
@@ -476,6 +488,7 @@ class EvaluationSettings:
     xsim: XsimSettings | None = field(default_factory=XsimSettings)
     geometry: GeometrySettings | None = field(default_factory=GeometrySettings)
     langid: LangidSettings | None = field(default_factory=LangidSettings)
+    pair_classification: PairClassificationSettings | None = field(default_factory=PairClassificationSettings)
     models: dict[str, str] = field(default_factory=dict)
     batch_size: AtLeastOne = 256
     batch_tokens: AtLeastOne = 4096

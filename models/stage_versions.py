@@ -9,4 +9,4 @@ TRAIN = "5"  # 1: InfoNCE on groups; 2: the training engine (objectives, compone
 #   4: paper fidelity (MPCL scaling readings / K = 5 / contradiction-only hard negatives, VMSST-CONTRASTIVE weighting,
 #      one VMSST decoder, semantic side per row, soft-label column target and TMS terms)
 #   5: encoder.projection before a pretrained model's trailing Normalize; the teacher cache holds the drawn texts only
-EVALUATE = "2"  # 1: evaluate_tatoeba only; 2: the evaluation suite
+EVALUATE = "3"  # 1: evaluate_tatoeba only; 2: the evaluation suite; 3: the pair_classification task

@@ -18,7 +18,7 @@ from conftest import SAMPLE
 from pipelines.eval_sets import STAGE_VERSION, EvalSetsSettings, EvalSources, build_eval_sets
 from pipelines.eval_sets.bucc import read_bucc
 from pipelines.eval_sets.build import KEYS, SCHEMAS, read_eval_sets
-from pipelines.eval_sets.classification import read_mldoc, read_mtop, read_sib200
+from pipelines.eval_sets.classification import MTOP_FIELDS, read_mldoc, read_mtop, read_sib200
 from pipelines.eval_sets.clustering import read_clustering
 from pipelines.eval_sets.hub import HUB_DATASETS, HubLoadError, load_hub
 from pipelines.eval_sets.langid import read_langid
@@ -272,7 +272,7 @@ def test_sample_eval_sets_build(tmp_path: Path) -> None:
         "tatoeba": SAMPLE_EVAL / "tatoeba", "sts": SAMPLE_EVAL / "sts", "clustering": SAMPLE_EVAL / "clustering",
         "bucc": SAMPLE_EVAL / "bucc", "parallel": [{"format": "ntrex", "path": SAMPLE_EVAL / "parallel"}]})
     result = build_eval_sets(EvalSetsSettings(), sources, tmp_path)
-    assert STAGE_VERSION == "2"
+    assert STAGE_VERSION == "3"
     assert result.stats["rows"] == {"eval_tatoeba": 400, "eval_bucc": 165, "eval_bucc_gold": 40, "eval_sts": 120,
                                     "eval_clustering": 120, "eval_parallel": 200}
     assert result.stats["skipped"] == {}
@@ -316,24 +316,29 @@ def test_tatoeba_errors_name_files_and_lines(tmp_path: Path) -> None:
     df = read_tatoeba(tmp_path)  # trailing blank lines ignored, in either file
     assert df.rows() == [("deu", 0, "Hallo.", "Hello."), ("deu", 1, "Danke.", "Thanks.")]
     write(tmp_path / "tatoeba.deu-eng.eng", ["Hello.", "Thanks.", "Bye."])
-    # a blank line within the other file's extent is a row: reported as an empty line, not a count mismatch
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / "tatoeba.deu-eng.deu") + r":3: empty line"):
-        read_tatoeba(tmp_path)
+    # a blank line within the other file's extent is a row: a malformed pair (dropped), not a count mismatch
+    sk = Skipped()
+    assert read_tatoeba(tmp_path, skipped=sk)["idx"].to_list() == [0, 1]
+    assert sk.total("eval_tatoeba") == 2  # line 3 of each file
     write(tmp_path / "tatoeba.deu-eng.deu", ["Hallo.", "Danke."])
     with pytest.raises(EvalFormatError, match=rf"{esc(tmp_path / 'tatoeba.deu-eng.deu')} has 2, "
                                               rf"{esc(tmp_path / 'tatoeba.deu-eng.eng')} has 3"):
-        read_tatoeba(tmp_path)
-    write(tmp_path / "tatoeba.deu-eng.deu", ["Hallo.", "", "Tschüss."])
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / "tatoeba.deu-eng.deu") + r":2: empty line"):
         read_tatoeba(tmp_path)
     write(tmp_path / "tatoeba.deu-eng.deu", ["Hallo.", "Danke.", "Tschüss."])
     with pytest.raises(FileNotFoundError, match=r"no Tatoeba files for \['fra'\] \(found: \['deu'\]\)"):
         read_tatoeba(tmp_path, ["fra"])
     write(tmp_path / "tatoeba.xqz-eng.xqz", ["a"])
     write(tmp_path / "tatoeba.xqz-eng.eng", ["b"])
-    with pytest.raises(UnknownLanguageError, match=esc(tmp_path / "tatoeba.xqz-eng.xqz") + r": unknown language code"):
+    # a code the files carry is data, known to ICU or not; a name that is no language tag is an error
+    assert read_tatoeba(tmp_path).filter(pl.col("lang") == "xqz").rows() == [("xqz", 0, "a", "b")]
+    write(tmp_path / "tatoeba.x y-eng.x y", ["a"])
+    write(tmp_path / "tatoeba.x y-eng.eng", ["b"])
+    with pytest.raises(UnknownLanguageError, match=esc(tmp_path / "tatoeba.x y-eng.x y") + r": 'x y' is not a "
+                                                   r"language code"):
         read_tatoeba(tmp_path)
     assert read_tatoeba(tmp_path, ["deu"]).height == 3
+    (tmp_path / "tatoeba.x y-eng.x y").unlink()
+    (tmp_path / "tatoeba.x y-eng.eng").unlink()
     (tmp_path / "tatoeba.xqz-eng.eng").unlink()
     with pytest.raises(FileNotFoundError, match=r"tatoeba\.xqz-eng\.eng is missing"):
         read_tatoeba(tmp_path)
@@ -377,26 +382,67 @@ def test_bucc_reads_duplicated_texts_and_skips_duplicated_gold(tmp_path: Path) -
     assert read_bucc(tmp_path, splits=["test"])[1].height == 0
 
 
-@pytest.mark.parametrize(("de", "en", "gold", "bad", "message"), [
-    (["de-1\tA.", "de-2\tB.", "de-1\tC."], ["en-1\tA."], None, "de", r":3: ID 'de-1' repeats line 1"),
-    (["de-1\tA.", "de-2 B."], ["en-1\tA."], None, "de", r":2: no tab; expected ID<TAB>sentence"),
-    (["de-1\tA.", "de-2\t  "], ["en-1\tA."], None, "de", r":2: empty sentence for ID 'de-2'"),
-    (["de-1\tA."], ["\tA."], None, "en", r":1: empty ID"),
-    (["de-1\tA."], ["en-1\tA."], ["de-1\ten-1", "de-7\ten-1"], "gold", r":2: ID 'de-7' is not in .*de-en\.sample\.de"),
-    (["de-1\tA."], ["en-1\tA."], ["de-1\ten-1", "de-1\ten-4"], "gold", r":2: ID 'en-4' is not in .*de-en\.sample\.en"),
-    (["de-1\tA."], ["en-1\tA."], ["de-1\ten-1\tx"], "gold", r":1: expected srcID<TAB>enID .* found 3 field"),
+def test_bucc_repeated_id_drops_every_line_of_it_and_its_gold(tmp_path: Path) -> None:
+    # de-1 twice with different sentences (ambiguous: lines 1 and 3 dropped, and the gold line citing it);
+    # de-2 twice with the same sentence (a duplicate: the later line skipped, nothing lost)
+    _bucc(tmp_path, ["de-1\tA.", "de-2\tB.", "de-1\tC.", "de-3\tD.", "de-2\tB."], ["en-1\tA.", "en-2\tB.", "en-3\tD."],
+          ["de-1\ten-1", "de-2\ten-2", "de-3\ten-3"])
+    sk = Skipped()
+    sents, gold = read_bucc(tmp_path, skipped=sk)
+    assert sents.filter(pl.col("lang") == "de").select("id", "text", "line").rows() == [("de-2", "B.", 2),
+                                                                                       ("de-3", "D.", 4)]
+    assert gold.select("src_id", "tgt_id").rows() == [("de-2", "en-2"), ("de-3", "en-3")]
+    n = tmp_path.name
+    assert sk.as_dict() == {
+        "eval_bucc": {f"{n}/de-en.sample.de: malformed row, ID repeated with a different sentence; expected each ID "
+                      "once in a file (lines 1, 3)": 2,
+                      f"{n}/de-en.sample.de: duplicated line, the ID and sentence of an earlier line (line 5)": 1},
+        "eval_bucc_gold": {f"{n}/de-en.sample.gold: malformed row, ID dropped from de-en.sample.de (repeated there "
+                           "with different sentences) (line 1)": 1}}
+    # nothing left once the clashing lines go: the file fails, named
+    _bucc(tmp_path, ["de-1\tA.", "de-1\tC."], ["en-1\tA."], None)
+    with pytest.raises(EvalFormatError, match=esc(tmp_path / "de-en.sample.de") + r": no readable row \(2 malformed; "
+                       r"first .*de-en\.sample\.de:1: ID repeated with a different sentence"):
+        read_bucc(tmp_path)
+
+
+@pytest.mark.parametrize(("de", "en", "gold", "bad", "table", "reason", "kept"), [
+    (["de-1\tA.", "de-2 B."], ["en-1\tA."], None, "de", "eval_bucc", "no tab; expected ID<TAB>sentence (line 2)", 2),
+    (["de-1\tA.", "de-2\t  ", "de-3\t"], ["en-1\tA."], None, "de", "eval_bucc",
+     "empty sentence; expected ID<TAB>sentence (lines 2, 3)", 2),
+    (["de-1\tA."], ["\tA.", "en-2\tB."], None, "en", "eval_bucc", "empty ID; expected ID<TAB>sentence (line 1)", 2),
+    (["de-1\tA."], ["en-1\tA."], ["de-1\ten-1", "de-7\ten-1"], "gold", "eval_bucc_gold",
+     "ID not in de-en.sample.de (line 2)", 1),
+    (["de-1\tA."], ["en-1\tA."], ["de-1\ten-1", "de-1\ten-4"], "gold", "eval_bucc_gold",
+     "ID not in de-en.sample.en (line 2)", 1),
+    (["de-1\tA."], ["en-1\tA."], ["de-1\ten-1\tx", "de-1\ten-1"], "gold", "eval_bucc_gold",
+     "expected srcID<TAB>enID (two non-empty fields) (line 1)", 1),
 ])
-def test_bucc_errors_name_file_and_line(tmp_path: Path, de: list[str], en: list[str], gold: list[str] | None,
-                                        bad: str, message: str) -> None:
+def test_bucc_malformed_rows_are_skipped_counted_with_file_and_line(
+        tmp_path: Path, de: list[str], en: list[str], gold: list[str] | None, bad: str, table: str, reason: str,
+        kept: int) -> None:
     _bucc(tmp_path, de, en, gold)
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / f"de-en.sample.{bad}") + message):
+    sk = Skipped()
+    sentences, gold_rows = read_bucc(tmp_path, skipped=sk)
+    assert sk.as_dict() == {table: {f"{tmp_path.name}/de-en.sample.{bad}: malformed row, {reason}":
+                                    reason.count(",") + 1}}
+    assert (sentences if table == "eval_bucc" else gold_rows).height == kept
+    # a file none of whose rows is readable fails naming it
+    path = tmp_path / f"de-en.sample.{bad}"
+    write(path, ["x"] if bad != "gold" else ["de-9\ten-9"])
+    with pytest.raises(EvalFormatError, match=esc(path) + r": no readable row \(1 malformed; first "
+                                              + esc(path) + r":1: "):
         read_bucc(tmp_path)
 
 
 def test_bucc_unknown_language_and_missing_files(tmp_path: Path) -> None:
     write(tmp_path / "qx-en.sample.qx", ["qx-1\tA."])
     write(tmp_path / "qx-en.sample.en", ["en-1\tA."])
-    with pytest.raises(UnknownLanguageError, match=esc(tmp_path / "qx-en.sample.qx")):
+    sentences, _ = read_bucc(tmp_path)  # qx: unknown to ICU, but the files' own code
+    assert sentences.select("pair", "lang", "id").rows() == [("qx-en", "qx", "qx-1"), ("qx-en", "en", "en-1")]
+    write(tmp_path / "q-en.sample.q", ["q-1\tA."])
+    write(tmp_path / "q-en.sample.en", ["en-1\tA."])
+    with pytest.raises(UnknownLanguageError, match=esc(tmp_path / "q-en.sample.q") + r": 'q' is not a language"):
         read_bucc(tmp_path)
     (tmp_path / "qx-en.sample.en").unlink()
     with pytest.raises(FileNotFoundError, match=r"qx-en\.sample\.en is missing"):
@@ -419,19 +465,37 @@ def test_semeval_blank_gold_skipped_and_counted(tmp_path: Path) -> None:
                                      f"{tmp_path.name}/STS.gs.ALL.txt: gold file without STS.input.ALL.txt": 2}
 
 
-@pytest.mark.parametrize(("inp", "gold", "where", "message"), [
-    (["a\tb", "c\td"], ["1.0", "x"], "gs", r":2: score 'x' is not a number"),
-    (["a\tb", "c\td"], ["1.0", "5.5"], "gs", r":2: score 5\.5 outside \[0, 5\]"),
-    (["a\tb", "c\td"], ["nan", "1"], "gs", r":1: score nan outside"),
-    (["a\tb", "c\t "], ["1", "2"], "input", r":2: empty second sentence"),
-    (["a\tb", "c d"], ["1", "2"], "input", r":2: expected s1<TAB>s2, found 1 field"),
-    (["a\tb", "c\td", "e\tf"], ["1", "2"], "input", r" has 3 lines but .*STS\.gs\.t\.en-en\.txt has 2"),
-    (["a\tb"], ["1", "2"], "input", r" has 1 lines but .* has 2"),
+@pytest.mark.parametrize(("inp", "gold", "where", "reason", "kept"), [
+    (["a\tb", "c\td"], ["1.0", "x"], "gs", "score is not a number; expected a similarity score in [0, 5] (line 2)",
+     [1]),
+    (["a\tb", "c\td", "e\tf"], ["5.5", "1", "-1"], "gs", "score outside [0, 5] (lines 1, 3)", [2]),
+    (["a\tb", "c\td"], ["nan", "1"], "gs", "score outside [0, 5] (line 1)", [2]),
+    (["a\tb", "c\t "], ["1", "2"], "input", "empty second sentence; expected s1<TAB>s2 (line 2)", [1]),
+    (["a\tb", "c d"], ["1", "2"], "input", "expected s1<TAB>s2 (line 2)", [1]),
 ])
-def test_semeval_errors(tmp_path: Path, inp: list[str], gold: list[str], where: str, message: str) -> None:
+def test_semeval_malformed_rows_skipped_and_counted(tmp_path: Path, inp: list[str], gold: list[str], where: str,
+                                                    reason: str, kept: list[int]) -> None:
     write(tmp_path / "STS.input.t.en-en.txt", inp)
     write(tmp_path / "STS.gs.t.en-en.txt", gold)
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / f"STS.{where}.t.en-en.txt") + message):
+    sk = Skipped()
+    assert read_semeval(tmp_path, "x", sk)["idx"].to_list() == kept
+    assert sk.as_dict() == {"eval_sts": {f"{tmp_path.name}/STS.{where}.t.en-en.txt: malformed row, {reason}":
+                                         len(inp) - len(kept)}}
+    for name in ("STS.gs.t.en-en.txt", "STS.input.t.en-en.txt"):  # nothing readable: the file fails, named
+        write(tmp_path / name, ["x"] * len(inp))
+        with pytest.raises(EvalFormatError, match=esc(tmp_path / name) + r": no readable row \(\d malformed; first "
+                                                  + esc(tmp_path / name) + ":1: "):
+            read_semeval(tmp_path, "x")
+
+
+@pytest.mark.parametrize(("inp", "gold", "message"), [
+    (["a\tb", "c\td", "e\tf"], ["1", "2"], r" has 3 lines but .*STS\.gs\.t\.en-en\.txt has 2"),
+    (["a\tb"], ["1", "2"], r" has 1 lines but .* has 2"),
+])
+def test_semeval_misaligned_files_fail(tmp_path: Path, inp: list[str], gold: list[str], message: str) -> None:
+    write(tmp_path / "STS.input.t.en-en.txt", inp)
+    write(tmp_path / "STS.gs.t.en-en.txt", gold)
+    with pytest.raises(EvalFormatError, match=esc(tmp_path / "STS.input.t.en-en.txt") + message):
         read_semeval(tmp_path, "x")
 
 
@@ -448,14 +512,18 @@ def test_sts17_surplus_lines_only_for_track6_shape(tmp_path: Path) -> None:
 def test_stsbenchmark_and_sick_errors(tmp_path: Path) -> None:
     write(tmp_path / "sts-test.csv", ['main\tMSRvid\t2012\t1\t2.5\tA "quoted" one.\tB.\textra\tfields',
                                       "main\tMSRvid\t2012\t2\t1.0\tC."])
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / "sts-test.csv") + r":2: expected at least 7"):
-        read_stsbenchmark(tmp_path, ["test"])
+    sk = Skipped()
+    assert read_stsbenchmark(tmp_path, ["test"], sk).height == 1
+    assert sk.as_dict() == {"eval_sts": {f"{tmp_path.name}/sts-test.csv: malformed row, expected at least 7 "
+                                         "tab-separated fields (genre, file, year, id, score, s1, s2) (line 2)": 1}}
     write(tmp_path / "sts-test.csv", ['main\tMSRvid\t2012\t1\t2.5\tA "quoted" one.\tB.\textra\tfields'])
     assert read_stsbenchmark(tmp_path, ["test"]).select("s1", "s2", "score").rows() == [('A "quoted" one.', "B.", 2.5)]
     sick = write(tmp_path / "SICK.txt", ["pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment",
                                          "1\tA.\tB.\t4.5\tNEUTRAL", "2\tC.\tD.\tseven\tNEUTRAL"])
-    with pytest.raises(EvalFormatError, match=esc(sick) + r":3: score 'seven' is not a number"):
-        read_sick(sick)
+    sk = Skipped()
+    assert read_sick(sick, sk)["idx"].to_list() == [2]
+    assert sk.as_dict() == {"eval_sts": {f"{tmp_path.name}/SICK.txt: malformed row, score is not a number; expected a "
+                                         "similarity score in [0, 5] (line 3)": 1}}
     write(sick, ["pair_ID\tsentence_A\trelatedness_score", "1\tA.\t4.5"])
     with pytest.raises(EvalFormatError, match=esc(sick) + r":1: header lacks \['sentence_B'\]"):
         read_sick(sick)
@@ -479,8 +547,7 @@ def test_stsb_multi_mt_cross_pairs_and_misalignment(tmp_path: Path) -> None:
     with pytest.raises(EvalFormatError, match=r"\(1 rows\) and .* \(2 rows\) are not row-parallel"):
         read_stsb_multi_mt(tmp_path, ["en", "de"], "test")
     write(tmp_path / "stsb-de-test.csv", ["A.,B.,2.5", "C.,D.,five"])
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / "stsb-de-test.csv") + r":2: score 'five'"):
-        read_stsb_multi_mt(tmp_path, ["en", "de"], "test")
+    assert read_stsb_multi_mt(tmp_path, ["en", "de"], "test")["idx"].unique().to_list() == [1]  # row 2 dropped
     with pytest.raises(FileNotFoundError, match=r"no stsb-multi-mt test file for \['fr'\] \(languages present: "
                                                 r"\['de', 'en'\]\)"):
         read_stsb_multi_mt(tmp_path, ["en", "fr"], "test")
@@ -497,16 +564,18 @@ def test_clustering_errors(tmp_path: Path) -> None:
         read_clustering(tmp_path)
     df = read_clustering(tmp_path, empty_sentences="skip", dataset="mine")
     assert df.rows() == [("mine", "de", 0, "Ein Satz.", "Sport"), ("mine", "de", 2, "Noch einer.", "Sport")]
-    write(tmp_path / "de_categories.txt", ["Sport", "Politik", ""])
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / "de_categories.txt") + r":3: empty line"):
-        read_clustering(tmp_path, empty_sentences="skip")
+    write(tmp_path / "de_categories.txt", ["Sport", "", "Sport"])  # line 2: no label (its sentence is empty too)
+    assert read_clustering(tmp_path)["idx"].to_list() == [0, 2]  # a dropped row needs no empty_sentences: skip
     write(tmp_path / "de_categories.txt", ["Sport", "Politik"])
     with pytest.raises(EvalFormatError, match=r"de_sentences\.txt has 3, .*de_categories\.txt has 2"):
         read_clustering(tmp_path, empty_sentences="skip")
     write(tmp_path / "de_categories.txt", ["Sport", "Politik", "Sport"])
     write(tmp_path / "zz_sentences.txt", ["x"])
     write(tmp_path / "zz_categories.txt", ["y"])
-    with pytest.raises(UnknownLanguageError, match=esc(tmp_path / "zz_sentences.txt")):
+    assert read_clustering(tmp_path, ["zz"]).rows() == [("mewsc16", "zz", 0, "x", "y")]  # the file's own code
+    write(tmp_path / "z-z_sentences.txt", ["x"])
+    write(tmp_path / "z-z_categories.txt", ["y"])
+    with pytest.raises(UnknownLanguageError, match=esc(tmp_path / "z-z_sentences.txt") + r": 'z-z' is not a"):
         read_clustering(tmp_path, empty_sentences="skip")
 
 
@@ -520,15 +589,25 @@ def test_mtop_both_layouts_and_errors(tmp_path: Path) -> None:
                          ("mtop_domain", "de", "test", 2, "wie wird das Wetter", "weather"),
                          ("mtop_intent", "de", "test", 1, "weck mich um sieben", "IN:CREATE_ALARM"),
                          ("mtop_intent", "de", "test", 2, "wie wird das Wetter", "IN:GET_WEATHER")]
-    write(tmp_path / "de" / "test.txt", [f"1\tIN:X\t\tHallo\tnews\ten_XX\t[IN:X ]\t{tokens}"])
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / "de" / "test.txt") + r":1: locale 'en_XX'"):
-        read_mtop(tmp_path)
+    good = f"2\tIN:X\t\tHallo\tnews\tde_DE\t[IN:X ]\t{tokens}"
+    write(tmp_path / "de" / "test.txt", [f"1\tIN:X\t\tHallo\tnews\ten_XX\t[IN:X ]\t{tokens}", good,
+                                         "1\tIN:X\tHallo\tnews", f"3\tIN:X\t\t \tnews\tde_DE\t[IN:X ]\t{tokens}"])
+    sk = Skipped()
+    assert read_mtop(tmp_path, skipped=sk)["idx"].to_list() == [2, 2]
+    where = "de/test.txt"
+    assert sk.as_dict() == {"eval_classification": {
+        f"{where}: malformed row, locale is not the folder's language 'de' (line 1)": 1,
+        f"{where}: malformed row, expected 8 tab-separated fields ({', '.join(MTOP_FIELDS)}) (line 3)": 1,
+        f"{where}: malformed row, empty utterance (line 4)": 1}}
     write(tmp_path / "de" / "test.txt", ["1\tIN:X\tHallo\tnews"])
-    with pytest.raises(EvalFormatError, match=esc(tmp_path / "de" / "test.txt") + r":1: expected 8 tab-separated"):
+    with pytest.raises(EvalFormatError, match=esc(tmp_path / "de" / "test.txt") + r": no readable row \(1 malformed; "
+                                              r"first .*test\.txt:1: expected 8 tab-separated"):
         read_mtop(tmp_path)
-    write(tmp_path / "xq" / "test.txt", ["x"])
-    with pytest.raises(UnknownLanguageError, match=esc(tmp_path / "xq")):
-        read_mtop(tmp_path, ["xq"])
+    write(tmp_path / "xq" / "test.txt", [f"1\tIN:X\t\tHallo\tnews\txq_XQ\t[IN:X ]\t{tokens}"])
+    assert read_mtop(tmp_path, ["xq"])["lang"].unique().to_list() == ["xq"]  # the folder's own code
+    write(tmp_path / "x.q" / "test.txt", ["x"])
+    with pytest.raises(UnknownLanguageError, match=esc(tmp_path / "x.q") + r": 'x\.q' is not a language code"):
+        read_mtop(tmp_path, ["x.q"])
 
 
 def test_mldoc_and_sib200(tmp_path: Path) -> None:
@@ -540,8 +619,14 @@ def test_mldoc_and_sib200(tmp_path: Path) -> None:
                                                                  ("en", "train.1000", 1, "CCAT"),
                                                                  ("en", "train.1000", 2, "GCAT")]
     assert read_mldoc(mldoc, ["german"]).height == 1
-    write(mldoc / "german.test", ["ECAT\tDie Inflation stieg.", "XCAT\tFalsch."])
-    with pytest.raises(EvalFormatError, match=esc(mldoc / "german.test") + r":2: label 'XCAT'"):
+    write(mldoc / "german.test", ["ECAT\tDie Inflation stieg.", "XCAT\tFalsch.", "CCAT Kein Tab."])
+    sk = Skipped()
+    assert read_mldoc(mldoc, ["de"], skipped=sk)["idx"].to_list() == [1]
+    assert sk.as_dict() == {"eval_classification": {
+        "mldoc/german.test: malformed row, label not one of ['CCAT', 'ECAT', 'GCAT', 'MCAT'] (line 2)": 1,
+        "mldoc/german.test: malformed row, no tab; expected LABEL<TAB>text (line 3)": 1}}
+    write(mldoc / "german.test", ["XCAT\tFalsch."])
+    with pytest.raises(EvalFormatError, match=esc(mldoc / "german.test") + r": no readable row"):
         read_mldoc(mldoc)
     write(mldoc / "klingon.test", ["CCAT\tx"])
     with pytest.raises(EvalFormatError, match=r"unknown MLDoc language 'klingon'"):
@@ -553,6 +638,12 @@ def test_mldoc_and_sib200(tmp_path: Path) -> None:
     df = read_sib200(sib)
     assert df.rows() == [("sib200", "deu_Latn", "dev", 2, 'Er sagte "Tor", dann ging er.', "sports"),
                          ("sib200", "deu_Latn", "dev", 3, "Die Wahl.", "politics")]
+    write(sib / "deu_Latn" / "dev.tsv", ["index_id\tcategory\ttext", "7\tsports\tx", "8\t\ty", "9\tz"])
+    sk = Skipped()
+    assert read_sib200(sib, skipped=sk)["idx"].to_list() == [2]
+    assert sk.as_dict() == {"eval_classification": {
+        "deu_Latn/dev.tsv: malformed row, empty category (line 3)": 1,
+        "deu_Latn/dev.tsv: malformed row, expected 3 tab-separated fields (index_id, category, text) (line 4)": 1}}
     write(sib / "deu_Latn" / "dev.tsv", ["index_id\tlabel\ttext", "7\tsports\tx"])
     with pytest.raises(EvalFormatError, match=esc(sib / "deu_Latn" / "dev.tsv") + r":1: header"):
         read_sib200(sib)
@@ -568,16 +659,17 @@ def test_parallel_ntrex_and_flores(tmp_path: Path) -> None:
                                                  ("ntrex128", "deu", 0, "Eins."), ("ntrex128", "deu", 1, "Zwei.")]
     assert read_ntrex(ntrex)["lang"].n_unique() == 3  # qqa: not ICU-known, but listed in LANGUAGES.tsv
     write(ntrex / "LANGUAGES.tsv", ["deu German"])
-    with pytest.raises(UnknownLanguageError, match=esc(ntrex / "newstest2019-ref.qqa.txt")):
+    assert read_ntrex(ntrex)["lang"].n_unique() == 3  # and unlisted: still the file's own code
+    (ntrex / "newstest2019-ref.qqa.txt").rename(ntrex / "newstest2019-ref.q9.txt")
+    with pytest.raises(UnknownLanguageError, match=esc(ntrex / "newstest2019-ref.q9.txt") + r": 'q9' is not a"):
         read_ntrex(ntrex)
-    (ntrex / "newstest2019-ref.qqa.txt").unlink()
+    (ntrex / "newstest2019-ref.q9.txt").unlink()
     write(ntrex / "newstest2019-ref.deu.txt", ["Eins.", "Zwei.", "Drei."])
     with pytest.raises(EvalFormatError, match=esc(ntrex / "newstest2019-src.eng.txt") + " has 2, "
                        + esc(ntrex / "newstest2019-ref.deu.txt") + " has 3"):
         read_ntrex(ntrex)
     write(ntrex / "newstest2019-ref.deu.txt", ["", "Zwei."])
-    with pytest.raises(EvalFormatError, match=esc(ntrex / "newstest2019-ref.deu.txt") + r":1: empty line"):
-        read_ntrex(ntrex)
+    assert read_ntrex(ntrex).select("lang", "idx", "text").rows() == [("eng", 1, "Two."), ("deu", 1, "Zwei.")]
     with pytest.raises(FileNotFoundError, match=r"no file for languages \['fra'\]"):
         read_ntrex(ntrex, ["fra"])
 
@@ -599,6 +691,163 @@ def test_langid_unique_premises_capped(tmp_path: Path) -> None:
     assert df.filter(pl.col("split") == "train").sort("lang", "idx").rows() == [
         ("de", "train", 0, "Q1"), ("de", "train", 1, "Q2"), ("en", "train", 0, "P1"), ("en", "train", 1, "P2")]
     assert df.filter(pl.col("split") == "test").height == 4
+
+
+# =====================================================================================================================
+# line-aligned sets: a bad row is dropped from every aligned file at once, counted with its file and line
+
+DROPPED = "row dropped from all {n} aligned files"
+PARTNER = "line dropped with its row, malformed in another aligned file"
+
+
+def test_tatoeba_blank_lines_drop_the_pair_from_both_files_and_reach_the_stage_stats(tmp_path: Path) -> None:
+    folder = tmp_path / "tatoeba"
+    write(folder / "tatoeba.deu-eng.deu", ["Eins.", "", "Drei.", "Vier.", "Fünf.", "  ", "Sieben."])
+    write(folder / "tatoeba.deu-eng.eng", ["One.", "Two.", "Three.", "", "Five.", "\t", "Seven."])
+    df = read_tatoeba(folder)
+    # every surviving pair is still a translation pair, at its own line
+    assert df.select("idx", "text", "eng").rows() == [(0, "Eins.", "One."), (2, "Drei.", "Three."),
+                                                      (4, "Fünf.", "Five."), (6, "Sieben.", "Seven.")]
+    (tmp_path / "out").mkdir()
+    result = build_eval_sets(EvalSetsSettings(), EvalSources(tatoeba=folder), tmp_path / "out")
+    assert result.stats["rows"] == {"eval_tatoeba": 4}
+    d = DROPPED.format(n=2)
+    assert result.stats["skipped"] == {"eval_tatoeba": {
+        f"tatoeba/tatoeba.deu-eng.deu: malformed row, empty line; expected a deu sentence (line i translates line i "
+        f"of tatoeba.deu-eng.eng); {d} (lines 2, 6)": 2,
+        f"tatoeba/tatoeba.deu-eng.eng: malformed row, empty line; expected an English sentence (line i translates "
+        f"line i of tatoeba.deu-eng.deu); {d} (lines 4, 6)": 2,
+        f"tatoeba/tatoeba.deu-eng.{{deu,eng}}: {PARTNER} (lines 2, 4)": 2}}
+    assert pl.read_parquet(tmp_path / "out" / result.tables["eval_tatoeba"]).equals(df)
+
+
+def test_ntrex_blank_line_in_one_language_drops_that_row_in_every_language(tmp_path: Path) -> None:
+    words = {"eng": ["One.", "Two.", "Three.", "Four.", "Five."], "deu": ["Eins.", "Zwei.", "Drei.", "Vier.", "Fünf."],
+             "fra": ["Un.", "Deux.", "Trois.", "Quatre.", "Cinq."]}
+    write(tmp_path / "newstest2019-src.eng.txt", words["eng"])
+    write(tmp_path / "newstest2019-ref.deu.txt", [w if i != 1 else " " for i, w in enumerate(words["deu"])])
+    write(tmp_path / "newstest2019-ref.fra.txt", [w if i != 3 else "" for i, w in enumerate(words["fra"])])
+    sk = Skipped()
+    df = read_ntrex(tmp_path, skipped=sk)
+    kept = [0, 2, 4]
+    for lang in ("eng", "deu", "fra"):
+        part = df.filter(pl.col("lang") == lang).sort("idx")
+        assert part["idx"].to_list() == kept and part["text"].to_list() == [words[lang][i] for i in kept]
+    # xSIM's pairing (position after sorting on idx) still gives translations
+    by_lang = {lang: df.filter(pl.col("lang") == lang).sort("idx")["text"].to_list() for lang in ("eng", "deu", "fra")}
+    assert list(zip(*by_lang.values(), strict=True)) == [("One.", "Eins.", "Un."), ("Three.", "Drei.", "Trois."),
+                                                         ("Five.", "Fünf.", "Cinq.")]
+    d, n = DROPPED.format(n=3), tmp_path.name
+    assert sk.as_dict() == {"eval_parallel": {
+        f"{n}/newstest2019-ref.deu.txt: malformed row, empty line; expected the deu translation of line i of every "
+        f"other language's file; {d} (line 2)": 1,
+        f"{n}/newstest2019-ref.fra.txt: malformed row, empty line; expected the fra translation of line i of every "
+        f"other language's file; {d} (line 4)": 1,
+        f"ntrex128 (3 languages): {PARTNER} (lines 2, 4)": 4}}  # eng and fra lose line 2, eng and deu line 4
+    # only the languages read are aligned: without fra, its blank line costs nothing
+    assert read_ntrex(tmp_path, ["deu"]).filter(pl.col("lang") == "eng")["idx"].to_list() == [0, 2, 3, 4]
+
+
+def test_flores_blank_line_drops_the_row_in_every_language_and_misalignment_fails(tmp_path: Path) -> None:
+    dev = tmp_path / "devtest"
+    write(dev / "eng_Latn.devtest", ["a", "b", "c"])
+    write(dev / "deu_Latn.devtest", ["A", "B", "C"])
+    write(dev / "ber_Tfng.devtest", ["ⴰ", "", "ⵛ"])  # a code ICU lacks: the file's own
+    sk = Skipped()
+    df = read_flores(tmp_path, skipped=sk)
+    assert df.sort("lang", "idx").select("lang", "idx", "text").rows() == [
+        ("ber_Tfng", 0, "ⴰ"), ("ber_Tfng", 2, "ⵛ"), ("deu_Latn", 0, "A"), ("deu_Latn", 2, "C"), ("eng_Latn", 0, "a"),
+        ("eng_Latn", 2, "c")]
+    assert sk.total("eval_parallel") == 3  # the blank line, and line 2 of the two other files
+    assert sk.as_dict()["eval_parallel"][f"flores200 (3 languages): {PARTNER} (line 2)"] == 2
+    # files of different lengths stay a whole-file error naming every file and its count
+    write(dev / "deu_Latn.devtest", ["A", "B"])
+    with pytest.raises(EvalFormatError, match=r"line counts differ: .*ber_Tfng\.devtest has 3, .*deu_Latn\.devtest "
+                                              r"has 2, .*eng_Latn\.devtest has 3"):
+        read_flores(tmp_path)
+
+
+def test_clustering_empty_label_drops_the_row_from_both_files(tmp_path: Path) -> None:
+    write(tmp_path / "de_sentences.txt", ["Ein Satz.", "Zwei.", "Drei.", "", "Fünf."])
+    write(tmp_path / "de_categories.txt", ["Sport", "", "Politik", "Sport", "Politik"])
+    sk = Skipped()
+    # line 4's empty sentence is still the setting's business
+    with pytest.raises(EvalFormatError, match=esc(tmp_path / "de_sentences.txt") + r":4: empty sentence"):
+        read_clustering(tmp_path, skipped=sk)
+    sk = Skipped()
+    df = read_clustering(tmp_path, empty_sentences="skip", skipped=sk)
+    assert df.select("idx", "text", "label").rows() == [(0, "Ein Satz.", "Sport"), (2, "Drei.", "Politik"),
+                                                        (4, "Fünf.", "Politik")]
+    n = tmp_path.name
+    assert sk.as_dict() == {"eval_clustering": {
+        f"{n}/de_categories.txt: malformed row, empty line; expected the category of line i of de_sentences.txt; "
+        f"{DROPPED.format(n=2)} (line 2)": 1,
+        f"{n}/de_{{sentences,categories}}.txt: {PARTNER} (line 2)": 1,
+        f"{n}/de_sentences.txt: empty sentence": 1}}
+
+
+def test_stsb_multi_mt_bad_row_dropped_from_every_language(tmp_path: Path) -> None:
+    write(tmp_path / "stsb-en-test.csv", ["A.,B.,1.0", "C.,D.,2.0", "E.,F.,3.0", "G.,H.,4.0", "I.,J.,5.0"])
+    write(tmp_path / "stsb-de-test.csv", ["A-de.,B-de.,1.0", "C-de.,,2.0", "E-de.,F-de.,3.0", "", "I-de.,J-de.,5.0"])
+    write(tmp_path / "stsb-fr-test.csv", ["A-fr.,B-fr.,1.0", "C-fr.,D-fr.,2.0", "E-fr.,F-fr.,3.0", "G-fr.,H-fr.,4.0",
+                                          "I-fr.,J-fr.,five"])
+    sk = Skipped()
+    df = read_stsb_multi_mt(tmp_path, ["en", "de", "fr"], "test", skipped=sk)
+    assert df.filter(pl.col("subset") == "de-fr").select("idx", "s1", "s2", "score").rows() == [
+        (1, "A-de.", "B-fr.", 1.0), (3, "E-de.", "F-fr.", 3.0)]
+    assert df.filter(pl.col("subset") == "en-en").select("idx", "s1", "s2").rows() == [(1, "A.", "B."),
+                                                                                       (3, "E.", "F.")]
+    assert set(df.group_by("subset").len()["len"]) == {2} and df["subset"].n_unique() == 9
+    n, d = tmp_path.name, DROPPED.format(n=3)
+    assert sk.as_dict() == {"eval_sts": {
+        f"{n}/stsb-de-test.csv: malformed row, empty second sentence; expected s1,s2,score; {d} (line 2)": 1,
+        f"{n}/stsb-de-test.csv: malformed row, empty line; expected s1,s2,score; {d} (line 4)": 1,
+        f"{n}/stsb-fr-test.csv: malformed row, score is not a number; expected a similarity score in [0, 5]; {d} "
+        "(line 5)": 1,
+        f"{n}/stsb-{{en,de,fr}}-test.csv: {PARTNER} (rows 2, 4, 5)": 6}}
+    # a file whose every row is bad fails naming it; an empty one too
+    write(tmp_path / "stsb-fr-test.csv", ["x"] * 5)
+    with pytest.raises(EvalFormatError, match=esc(tmp_path / "stsb-fr-test.csv") + r": no readable row \(5 malformed"):
+        read_stsb_multi_mt(tmp_path, ["en", "fr"], "test")
+    write(tmp_path / "stsb-fr-test.csv", ["", ""])
+    with pytest.raises(EvalFormatError, match=esc(tmp_path / "stsb-fr-test.csv") + r": no readable row \(the file is "
+                                              "empty or blank\\)"):
+        read_stsb_multi_mt(tmp_path, ["en", "fr"], "test")
+    (tmp_path / "stsb-fr-test.csv").write_bytes(b"A.,B.,1.0\n\xe9,x,2.0\n")
+    with pytest.raises(EvalFormatError, match=esc(tmp_path / "stsb-fr-test.csv") + r":2: invalid UTF-8"):
+        read_stsb_multi_mt(tmp_path, ["en", "fr"], "test")
+
+
+@pytest.mark.parametrize("reader", ["tatoeba", "ntrex", "clustering"])
+@pytest.mark.parametrize("content", [b"", b"\n  \n", b"\xff\xfeH\x00i\x00\n", b"\n\n\n"])
+def test_an_unreadable_aligned_file_fails_naming_it(tmp_path: Path, reader: str, content: bytes) -> None:
+    good = ["One.", "Two.", "Three."]
+    if reader == "tatoeba":
+        write(tmp_path / "tatoeba.deu-eng.eng", good)
+        bad = tmp_path / "tatoeba.deu-eng.deu"
+        read = lambda: read_tatoeba(tmp_path)  # noqa: E731
+    elif reader == "ntrex":
+        write(tmp_path / "newstest2019-src.eng.txt", good)
+        bad = tmp_path / "newstest2019-ref.deu.txt"
+        read = lambda: read_ntrex(tmp_path)  # noqa: E731
+    else:
+        write(tmp_path / "de_categories.txt", good)
+        bad = tmp_path / "de_sentences.txt"
+        read = lambda: read_clustering(tmp_path, empty_sentences="skip")  # noqa: E731
+    bad.write_bytes(content)
+    # UTF-16 (a BOM, then NULs) is no UTF-8: named with its line; an empty or all-blank file: named as such
+    why = r":1: invalid UTF-8" if content.startswith(b"\xff") else r": no readable row \(the file is empty or blank\)"
+    with pytest.raises(EvalFormatError, match=esc(bad) + why):
+        read()
+
+
+def test_aligned_rows_all_dropped_fails_naming_the_files(tmp_path: Path) -> None:
+    write(tmp_path / "tatoeba.deu-eng.deu", ["", "Zwei."])
+    write(tmp_path / "tatoeba.deu-eng.eng", ["One.", ""])
+    with pytest.raises(EvalFormatError, match=r"tatoeba\.deu-eng\.\{deu,eng\}: no row is readable in every aligned "
+                                              r"file \(2 rows, each malformed in one of .*tatoeba\.deu-eng\.deu, "
+                                              r".*tatoeba\.deu-eng\.eng\)"):
+        read_tatoeba(tmp_path)
 
 
 # =====================================================================================================================

@@ -14,6 +14,7 @@ then each task scores its rows with the protocol modules of this package:
 | xsim | laser (ratio-margin error rate, text comparison) | xsim |
 | geometry | alignment / uniformity per translation pair | geometry |
 | langid | language-identification probe | geometry |
+| pair_classification | mteb (cosine accuracy, F1 + thresholds, AP; max_ap: PAWS-X main score) | pair_classification |
 
 Tables come from the ``eval_sets`` stage (read with pyarrow); no table → the task is skipped and the log says so.
 """
@@ -439,7 +440,51 @@ class Langid(Task):
         out.add("langid", "msimcse", "xnli", ",".join(langs), _metrics(res, skip=("n", "n_languages")), int(res["n"]))
 
 
-TASKS: tuple[type[Task], ...] = (Tatoeba, Bucc, Sts, Clustering, Classification, Xsim, Geometry, Langid)
+class PairClassification(Task):
+    """Paraphrase detection (PAWS-X and other 0/1-labelled pair sets): mteb's PairClassification scores."""
+
+    name = "pair_classification"
+    METRICS = ("cosine_accuracy", "cosine_accuracy_threshold", "cosine_f1", "cosine_f1_threshold", "cosine_precision",
+               "cosine_recall", "cosine_ap", "max_accuracy", "max_f1", "max_precision", "max_recall", "max_ap")
+
+    def __init__(self, settings: Any, tables: Mapping[str, Path]) -> None:
+        super().__init__(settings, tables)
+        self.cols = _columns(tables.get("eval_pair_classification"), "dataset", "lang", "split", "s1", "s2", "label")
+        self.groups = _groups(self.cols, "dataset", "split", "lang") if self.cols else {}
+        if settings.datasets:
+            self.groups = {k: v for k, v in self.groups.items() if k[0] in settings.datasets}
+        if settings.splits:
+            self.groups = {k: v for k, v in self.groups.items() if k[1] in settings.splits}
+
+    def texts(self) -> Iterable[str]:
+        for rows in self.groups.values():
+            yield from _pick(self.cols, rows, "s1")
+            yield from _pick(self.cols, rows, "s2")
+
+    def score(self, vec: Vectors, out: Results) -> None:
+        from models.evaluation.pair_classification import pair_classification_mteb
+
+        per_set: dict[tuple[str, str], list[dict[str, float]]] = {}
+        for (dataset, split, lang), rows in sorted(self.groups.items()):
+            labels = _pick(self.cols, rows, "label")
+            if len(set(labels)) < 2:
+                log.info("pair_classification %s/%s/%s: only one class among %d pairs, skipped (no threshold to "
+                         "search)", dataset, split, lang, len(rows))
+                continue
+            res = pair_classification_mteb(vec(_pick(self.cols, rows, "s1")), vec(_pick(self.cols, rows, "s2")),
+                                           labels)
+            scores = {m: res[m] for m in self.METRICS}
+            out.add("pair_classification", "mteb", f"{dataset}/{split}/{lang}", lang, scores, len(rows))
+            per_set.setdefault((dataset, split), []).append(scores)
+        for (dataset, split), results in sorted(per_set.items()):
+            if len(results) > 1:
+                mean = {m: float(np.mean([r[m] for r in results])) for m in self.METRICS if "threshold" not in m}
+                out.add("pair_classification", "mteb", f"{dataset}/{split}/mean", f"{len(results)} languages", mean,
+                        len(results))
+
+
+TASKS: tuple[type[Task], ...] = (Tatoeba, Bucc, Sts, Clustering, Classification, Xsim, Geometry, Langid,
+                                 PairClassification)
 
 
 def evaluate_model(settings: EvaluationSettings, model: Path | str, tables: Mapping[str, Path], out: Path, *,

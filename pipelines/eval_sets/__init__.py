@@ -10,6 +10,6 @@ from __future__ import annotations
 from pipelines.eval_sets.build import build_eval_sets
 from pipelines.eval_sets.settings import EvalSetsSettings, EvalSources
 
-STAGE_VERSION = "2"
+STAGE_VERSION = "3"  # 3 (issue 20): data-set language codes carried through; pair-classification tables
 
 __all__ = ["STAGE_VERSION", "EvalSetsSettings", "EvalSources", "build_eval_sets"]

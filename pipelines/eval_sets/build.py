@@ -1,7 +1,8 @@
 """Stage ``eval_sets``: every configured evaluation set → one Parquet table per kind, sorted deterministically.
 
 Tables (each written only when it has rows): ``eval_tatoeba``, ``eval_bucc``, ``eval_bucc_gold``, ``eval_sts``,
-``eval_clustering``, ``eval_classification``, ``eval_parallel``, ``eval_langid`` (columns: the reader modules). Local
+``eval_clustering``, ``eval_classification``, ``eval_parallel``, ``eval_langid``, ``eval_pair_classification`` and
+``eval_pair_classification_bad_rows`` (its skipped rows with their lines; columns: the reader modules). Local
 files and mteb hub datasets feed the same tables; a row key given by two sources (say, Tatoeba as a folder and from the
 hub) is an error. Stats: ``rows`` per table and ``skipped`` lines per table and reason (blank STS gold lines, STS17
 track 6's unscored input lines, duplicated BUCC gold lines, NTREX second references, …).
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.eval_sets import bucc, classification, clustering, langid, parallel, sts, tatoeba
+from pipelines.eval_sets import bucc, classification, clustering, langid, pair_classification, parallel, sts, tatoeba
 from pipelines.eval_sets.hub import Loader, load_hub
 from pipelines.eval_sets.lines import Skipped
 from pipelines.eval_sets.settings import EvalSetsSettings, EvalSources
@@ -31,6 +32,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "eval_classification": classification.SCHEMA,
     "eval_parallel": parallel.SCHEMA,
     "eval_langid": langid.SCHEMA,
+    pair_classification.TABLE: pair_classification.SCHEMA,
+    pair_classification.BAD_TABLE: pair_classification.BAD_SCHEMA,
 }
 # the sort order of each table, which is also its row key (must be unique)
 KEYS = {
@@ -42,6 +45,8 @@ KEYS = {
     "eval_classification": ["dataset", "lang", "split", "idx"],
     "eval_parallel": ["dataset", "lang", "idx"],
     "eval_langid": ["lang", "split", "idx"],
+    pair_classification.TABLE: ["dataset", "lang", "split", "idx"],
+    pair_classification.BAD_TABLE: ["dataset", "lang", "split", "line"],
 }
 
 
@@ -51,7 +56,7 @@ def read_eval_sets(settings: EvalSetsSettings, sources: EvalSources, skipped: Sk
     skipped = skipped if skipped is not None else Skipped()
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in SCHEMAS}
     if sources.tatoeba is not None:
-        parts["eval_tatoeba"].append(tatoeba.read_tatoeba(sources.tatoeba, settings.tatoeba_languages))
+        parts["eval_tatoeba"].append(tatoeba.read_tatoeba(sources.tatoeba, settings.tatoeba_languages, skipped))
     if sources.bucc is not None:
         sentences, gold = bucc.read_bucc(sources.bucc, settings.bucc_pairs, settings.bucc_splits, skipped)
         parts["eval_bucc"].append(sentences)
@@ -62,8 +67,12 @@ def read_eval_sets(settings: EvalSetsSettings, sources: EvalSources, skipped: Sk
         parts["eval_clustering"].append(clustering.read_clustering(
             sources.clustering, settings.clustering_languages, settings.clustering_dataset,
             settings.clustering_empty_sentences, skipped))
-    parts["eval_classification"] += [classification.read_classification(c) for c in sources.classification]
+    parts["eval_classification"] += [classification.read_classification(c, skipped) for c in sources.classification]
     parts["eval_parallel"] += [parallel.read_parallel(p, skipped) for p in sources.parallel]
+    for pc in sources.pair_classification:
+        pairs, bad = pair_classification.read_pair_classification(pc, skipped)
+        parts[pair_classification.TABLE].append(pairs)
+        parts[pair_classification.BAD_TABLE].append(bad)
     if sources.langid is not None:
         parts["eval_langid"].append(langid.read_langid(sources.langid.path, sources.langid.languages,
                                                        sources.langid.max_per_language))

@@ -16,8 +16,11 @@ Table ``eval_classification``: ``dataset``, ``lang``, ``split``, ``idx`` (1-base
   the csv module (tab delimiter), as the dataset's own loader does with ``pandas.read_csv(sep="\\t")``. Any topic
   labelled N-way set in this layout can be read under its own ``dataset`` name.
 
-Errors name ``file:line``: wrong field count, empty text or label, a label outside MLDoc's four, a locale of another
-language, an unknown language folder or file name.
+A malformed row — wrong field count, empty text or label, a label outside MLDoc's four, a locale of another language —
+is skipped, counted per file and problem with its lines, and logged (:class:`~pipelines.eval_sets.lines.BadRows`); a
+file with no readable row fails naming it. Errors name ``file:line``: a wrong SIB-200 header, an MLDoc file name that
+is no MLDoc language, a folder name that is no language tag (a folder's code is the data set's own and is kept whether
+or not ICU knows it: SIB-200's ``taq_Tfng``).
 """
 
 from __future__ import annotations
@@ -30,8 +33,16 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipelines.eval_sets.lines import EvalFormatError, concat, drop_trailing_blank, read_text_lines
-from pipelines.language_codes import check_language, primary_subtag
+from pipelines.eval_sets.lines import (
+    BadRows,
+    EvalFormatError,
+    Skipped,
+    concat,
+    drop_trailing_blank,
+    read_text_lines,
+    skipped_or_new,
+)
+from pipelines.language_codes import data_language, primary_subtag
 
 if TYPE_CHECKING:
     from pipelines.eval_sets.settings import ClassificationSource
@@ -46,6 +57,7 @@ MLDOC_LANGUAGES = {"english": "en", "german": "de", "french": "fr", "spanish": "
 MLDOC_LABELS = ("CCAT", "ECAT", "GCAT", "MCAT")
 MTOP_FIELDS = ("id", "intent", "slots", "utterance", "domain", "locale", "decoupled", "tokens")
 SIB200_HEADER = ("index_id", "category", "text")
+TABLE = "eval_classification"
 
 
 def _rows(dataset: str, lang: str, split: str, rows: list[tuple[int, str, str]]) -> pl.DataFrame:
@@ -78,38 +90,45 @@ def mtop_files(folder: Path, languages: Sequence[str] = (), splits: Sequence[str
     found = {d.name: d for d in sorted(folder.iterdir()) if d.is_dir() and any(d.glob("*.txt"))}
     out = {}
     for lang in _select(found, languages, "MTOP language folders", folder):
-        check_language(lang, str(found[lang]))
+        data_language(lang, str(found[lang]))
         files = {p.stem: p for p in sorted(found[lang].glob("*.txt"))}
         for split in _select(files, splits, f"{lang} split files", found[lang]):
             out[(lang, split)] = files[split]
     return out
 
 
-def _mtop_file(path: Path, lang: str, split: str) -> list[pl.DataFrame]:
+def _mtop_file(path: Path, lang: str, split: str, skipped: Skipped) -> list[pl.DataFrame]:
     domain_rows, intent_rows = [], []
+    bad = BadRows(path, TABLE)
     for i, line in enumerate(drop_trailing_blank(read_text_lines(path)), start=1):
         fields = line.split("\t")
         if len(fields) == len(MTOP_FIELDS) - 1 and fields[0].startswith("IN:"):
             fields = ["", *fields]  # a copy without the ID field
         if len(fields) != len(MTOP_FIELDS):
-            raise EvalFormatError(f"{path}:{i}: expected {len(MTOP_FIELDS)} tab-separated fields "
-                                  f"({', '.join(MTOP_FIELDS)}), found {len(fields)}")
+            bad.add(i, f"expected {len(MTOP_FIELDS)} tab-separated fields ({', '.join(MTOP_FIELDS)})",
+                    f", found {len(fields)}")
+            continue
         rec = dict(zip(MTOP_FIELDS, (f.strip() for f in fields), strict=True))
-        for key in ("utterance", "intent", "domain"):
-            if not rec[key]:
-                raise EvalFormatError(f"{path}:{i}: empty {key}")
+        empty = next((key for key in ("utterance", "intent", "domain") if not rec[key]), None)
+        if empty:
+            bad.add(i, f"empty {empty}")
+            continue
         if rec["locale"] and primary_subtag(rec["locale"]) != lang:
-            raise EvalFormatError(f"{path}:{i}: locale {rec['locale']!r} is not the folder's language {lang!r}")
+            bad.add(i, f"locale is not the folder's language {lang!r}", f" ({rec['locale']!r})")
+            continue
         domain_rows.append((i, rec["utterance"], rec["domain"]))
         intent_rows.append((i, rec["utterance"], rec["intent"]))
+    bad.report(len(domain_rows), skipped)
     return [_rows("mtop_domain", lang, split, domain_rows), _rows("mtop_intent", lang, split, intent_rows)]
 
 
-def read_mtop(folder: Path, languages: Sequence[str] = (), splits: Sequence[str] = ()) -> pl.DataFrame:
+def read_mtop(folder: Path, languages: Sequence[str] = (), splits: Sequence[str] = (),
+              skipped: Skipped | None = None) -> pl.DataFrame:
     """``mtop_domain`` and ``mtop_intent`` rows for ``languages`` × ``splits`` (empty = all found)."""
+    skipped = skipped_or_new(skipped)
     frames = []
     for (lang, split), path in mtop_files(folder, languages, splits).items():
-        frames += _mtop_file(path, lang, split)
+        frames += _mtop_file(path, lang, split, skipped)
         log.info("mtop %s %s: %d utterances", lang, split, frames[-1].height)
     return concat(frames, SCHEMA)
 
@@ -138,20 +157,25 @@ def mldoc_files(folder: Path, languages: Sequence[str] = (), splits: Sequence[st
     return out
 
 
-def read_mldoc(folder: Path, languages: Sequence[str] = (), splits: Sequence[str] = ()) -> pl.DataFrame:
+def read_mldoc(folder: Path, languages: Sequence[str] = (), splits: Sequence[str] = (),
+               skipped: Skipped | None = None) -> pl.DataFrame:
+    skipped = skipped_or_new(skipped)
     frames = []
     for (lang, split), path in mldoc_files(folder, languages, splits).items():
         rows = []
+        bad = BadRows(path, TABLE)
         for i, line in enumerate(drop_trailing_blank(read_text_lines(path)), start=1):
             label, tab, text = line.partition("\t")
             label, text = label.strip(), text.strip()
             if not tab:
-                raise EvalFormatError(f"{path}:{i}: no tab; expected LABEL<TAB>text")
-            if label not in MLDOC_LABELS:
-                raise EvalFormatError(f"{path}:{i}: label {label!r}; expected one of {list(MLDOC_LABELS)}")
-            if not text:
-                raise EvalFormatError(f"{path}:{i}: empty text; expected LABEL<TAB>text")
-            rows.append((i, text, label))
+                bad.add(i, "no tab; expected LABEL<TAB>text")
+            elif label not in MLDOC_LABELS:
+                bad.add(i, f"label not one of {list(MLDOC_LABELS)}", f" ({label!r})")
+            elif not text:
+                bad.add(i, "empty text; expected LABEL<TAB>text")
+            else:
+                rows.append((i, text, label))
+        bad.report(len(rows), skipped)
         frames.append(_rows("mldoc", lang, split, rows))
         log.info("mldoc %s %s: %d documents", lang, split, len(rows))
     return concat(frames, SCHEMA)
@@ -168,15 +192,16 @@ def sib200_files(folder: Path, languages: Sequence[str] = (),
     found = {d.name: d for d in sorted(folder.iterdir()) if d.is_dir() and any(d.glob("*.tsv"))}
     out = {}
     for lang in _select(found, languages, "language folders", folder):
-        check_language(lang, str(found[lang]))
+        data_language(lang, str(found[lang]))
         files = {p.stem: p for p in sorted(found[lang].glob("*.tsv"))}
         for split in _select(files, splits, f"{lang} split files", found[lang]):
             out[(lang, split)] = files[split]
     return out
 
 
-def _sib200_file(path: Path) -> list[tuple[int, str, str]]:
+def _sib200_file(path: Path, skipped: Skipped) -> list[tuple[int, str, str]]:
     rows = []
+    bad = BadRows(path, TABLE)
     with open(path, encoding="utf-8-sig", newline="") as f:
         reader = csv.reader(f, delimiter="\t")
         try:
@@ -188,22 +213,26 @@ def _sib200_file(path: Path) -> list[tuple[int, str, str]]:
                 if not fields:
                     continue
                 if len(fields) != len(SIB200_HEADER):
-                    raise EvalFormatError(f"{path}:{line}: expected 3 tab-separated fields (index_id, category, "
-                                          f"text), found {len(fields)}")
+                    bad.add(line, "expected 3 tab-separated fields (index_id, category, text)",
+                            f", found {len(fields)}")
+                    continue
                 label, text = fields[1].strip(), fields[2].strip()
                 if not label or not text:
-                    raise EvalFormatError(f"{path}:{line}: empty {'category' if not label else 'text'}")
+                    bad.add(line, f"empty {'category' if not label else 'text'}")
+                    continue
                 rows.append((line, text, label))
         except csv.Error as exc:
             raise EvalFormatError(f"{path}:{reader.line_num}: not valid tab-separated CSV ({exc})") from None
+    bad.report(len(rows), skipped)
     return rows
 
 
 def read_sib200(folder: Path, languages: Sequence[str] = (), splits: Sequence[str] = (),
-                dataset: str = "sib200") -> pl.DataFrame:
+                dataset: str = "sib200", skipped: Skipped | None = None) -> pl.DataFrame:
+    skipped = skipped_or_new(skipped)
     frames = []
     for (lang, split), path in sib200_files(folder, languages, splits).items():
-        frames.append(_rows(dataset, lang, split, _sib200_file(path)))
+        frames.append(_rows(dataset, lang, split, _sib200_file(path, skipped)))
         log.info("%s %s %s: %d texts", dataset, lang, split, frames[-1].height)
     return concat(frames, SCHEMA)
 
@@ -211,13 +240,13 @@ def read_sib200(folder: Path, languages: Sequence[str] = (), splits: Sequence[st
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def read_classification(source: ClassificationSource) -> pl.DataFrame:
+def read_classification(source: ClassificationSource, skipped: Skipped | None = None) -> pl.DataFrame:
     """One configured entry of ``EvalSources.classification``."""
     if source.format == "mtop":
-        return read_mtop(source.path, source.languages, source.splits)
+        return read_mtop(source.path, source.languages, source.splits, skipped)
     if source.format == "mldoc":
-        return read_mldoc(source.path, source.languages, source.splits)
-    return read_sib200(source.path, source.languages, source.splits, source.name or "sib200")
+        return read_mldoc(source.path, source.languages, source.splits, skipped)
+    return read_sib200(source.path, source.languages, source.splits, source.name or "sib200", skipped)
 
 
 def classification_files(source: ClassificationSource) -> list[Path]:

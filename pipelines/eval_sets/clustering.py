@@ -4,10 +4,14 @@ EASE ``downstreams/text-clustering`` reads ``{lang}_sentences.txt`` and ``{lang}
 ``data/mewsc16``): line i of both files is one news sentence and its Wikinews category.
 
 Table ``eval_clustering``: ``dataset`` (``mewsc16`` unless configured), ``lang`` (from the file name, ISO 639-1),
-``idx`` (0-based line), ``text``, ``label`` (stripped). Unequal line counts and empty labels are errors naming
-``file:line``. An empty sentence is an error too, unless ``empty_sentences="skip"``: the real MewsC-16 ``de`` file has
-one empty sentence (``de_sentences.txt:3128``, label ``Themenportal Sport``) — EASE embeds it as an empty string;
-skipping it is counted and logged, and keeps the other rows' ``idx`` (line - 1).
+``idx`` (0-based line), ``text``, ``label`` (stripped). Unequal line counts (the files are not line-aligned), a file
+with no readable line and invalid UTF-8 are errors naming the file. An empty label is a malformed row: line i is
+dropped from both files (dropping only the label would give every later sentence its neighbour's category), counted
+in the stage's ``skipped`` stats with its file and line, and logged (:class:`~pipelines.eval_sets.lines.AlignedRows`).
+An empty sentence in a labelled row is an error naming ``file:line``, unless ``empty_sentences="skip"``: the real
+MewsC-16 ``de`` file has one empty sentence (``de_sentences.txt:3128``, label ``Themenportal Sport``) — EASE embeds it
+as an empty string, so silently dropping it would change the clustering being compared; skipping it is a choice the
+config states, counted and logged. Either way the other rows keep their ``idx`` (line - 1).
 """
 
 from __future__ import annotations
@@ -20,15 +24,15 @@ from typing import Literal
 import polars as pl
 
 from pipelines.eval_sets.lines import (
+    AlignedRows,
     EvalFormatError,
     Skipped,
     aligned_lines,
     concat,
-    require_no_blank,
     short,
     skipped_or_new,
 )
-from pipelines.language_codes import check_language
+from pipelines.language_codes import data_language, language_name
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 
@@ -65,11 +69,14 @@ def read_clustering(folder: Path, languages: Sequence[str] = (), dataset: str = 
     frames = []
     for lang in wanted:
         sents, cats = files[lang]
-        check_language(lang, str(sents))
+        data_language(lang, str(sents))
         text, label = aligned_lines(sents, cats)
-        require_no_blank(cats, label, f"the category of line i of {sents.name}")
-        df = pl.DataFrame({"dataset": dataset, "lang": lang, "idx": range(len(text)), "text": text, "label": label},
-                          schema=SCHEMA)
+        rows = AlignedRows({"text": sents, "label": cats}, TABLE,
+                           f"{sents.parent.name}/{lang}_{{sentences,categories}}.txt", len(text))
+        rows.blank("label", label, f"the category of line i of {sents.name}")
+        keep = rows.report(skipped)
+        df = pl.DataFrame({"dataset": dataset, "lang": lang, "idx": keep, "text": [text[i] for i in keep],
+                           "label": [label[i] for i in keep]}, schema=SCHEMA)
         empty = df.filter(pl.col("text") == "")
         if empty.height and empty_sentences != "skip":
             raise EvalFormatError(f"{sents}:{empty['idx'][0] + 1}: empty sentence ({empty.height} in the file); "
@@ -79,5 +86,6 @@ def read_clustering(folder: Path, languages: Sequence[str] = (), dataset: str = 
             skipped.add(TABLE, f"{short(sents)}: empty sentence", empty.height)
             df = df.filter(pl.col("text") != "")
         frames.append(df)
-        log.info("clustering %s %s: %d sentences, %d labels", dataset, lang, df.height, df["label"].n_unique())
+        log.info("clustering %s %s (%s): %d sentences, %d labels", dataset, lang, language_name(lang), df.height,
+                 df["label"].n_unique())
     return concat(frames, SCHEMA)

@@ -35,7 +35,7 @@ import polars as pl
 
 from pipelines.eval_sets import bucc, classification, clustering, parallel, sts, tatoeba
 from pipelines.eval_sets.lines import concat
-from pipelines.language_codes import is_known_language
+from pipelines.language_codes import is_flores_code
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 
@@ -224,7 +224,7 @@ def _parallel(name: str, spec: HubDataset, subsets: Sequence[str], loader: Loade
     frames = []
     for split in spec.splits:
         df = _load(name, spec, None, split, loader)
-        langs = list(subsets) or [c for c in df.columns if "_" in c and is_known_language(c)]
+        langs = list(subsets) or [c for c in df.columns if is_flores_code(c)]
         _need(df, langs, f"{spec.hub_id} {split}")
         frames += [df.select(dataset=pl.lit(spec.dataset), lang=pl.lit(lang), idx=_row_idx(), text=_strip(lang))
                    for lang in langs]

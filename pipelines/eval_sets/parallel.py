@@ -6,14 +6,19 @@ language is the same sentence), ``text`` (stripped).
 - NTREX-128 (MicrosoftTranslator/NTREX): ``newstest2019-src.eng.txt`` (the English source, ``lang="eng"``, always
   read: xSIM retrieves into it) and ``newstest2019-ref.{code}.txt`` (one human translation per language; codes such
   as ``deu``, ``aze-Latn``, ``zho-CN``). ``LANGUAGES.tsv`` (``code`` then the language name, space-separated) is the
-  dataset's code list: a code listed there is accepted even where ICU does not know it (``mey``, Hassaniya Arabic);
-  other codes must be ICU-known. Second references (``newstest2019-ref-2.spa.txt``) are skipped and counted.
+  dataset's code list, read for the languages' display names. Second references (``newstest2019-ref-2.spa.txt``) are
+  skipped and counted.
 - FLORES (facebookresearch/flores; FLORES-101 ``{split}/{lang}.{split}``, FLORES-200 ``{split}/{lang_Script}.{split}``;
   LASER ``tasks/xsim`` reads ``flores200/devtest/{lang}.devtest``): the folder may be the release root (with the
   split folders) or a split folder itself.
 
-All selected languages must have the same line count (an error lists every file and count); a blank line inside a
-file is an error naming ``file:line`` (trailing blank lines are ignored).
+All selected languages must have the same line count (an error lists every file and count; trailing blank lines are
+ignored), and a file with no readable line fails naming it. A blank line inside a file is a malformed row: line i is
+dropped from *every* language's file at once, counted in the stage's ``skipped`` stats with its file and line, and
+logged (:class:`~pipelines.eval_sets.lines.AlignedRows`). The other rows keep their ``idx``, so every language has
+the same ``idx`` values and xSIM, which pairs languages by position after sorting on ``idx``, stays aligned; dropping
+the line in its own language alone would shift every later sentence onto the wrong translation. Only the languages
+read are aligned (and lose the row): a blank line in a language not selected costs nothing.
 """
 
 from __future__ import annotations
@@ -27,17 +32,17 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from pipelines.eval_sets.lines import (
+    AlignedRows,
     EvalFormatError,
     Skipped,
     aligned_lines,
     concat,
     drop_trailing_blank,
     read_text_lines,
-    require_no_blank,
     short,
     skipped_or_new,
 )
-from pipelines.language_codes import check_language, is_known_language
+from pipelines.language_codes import data_language, language_name
 
 if TYPE_CHECKING:
     from pipelines.eval_sets.settings import ParallelSource
@@ -52,13 +57,19 @@ NTREX_LANGUAGES = "LANGUAGES.tsv"
 _NTREX_REF = re.compile(r"newstest2019-ref(?P<second>-2)?\.(?P<code>[^.]+)\.txt")
 
 
-def _aligned(dataset: str, files: dict[str, Path]) -> pl.DataFrame:
+def _aligned(dataset: str, files: dict[str, Path], skipped: Skipped, names: dict[str, str] | None = None
+             ) -> pl.DataFrame:
+    """The N-way table of ``files`` (lang → file); a row with a blank line in any language is dropped from all."""
     texts = dict(zip(files, aligned_lines(*files.values()), strict=True))
+    n = len(next(iter(texts.values()), []))
+    rows = AlignedRows(files, TABLE, f"{dataset} ({len(files)} languages)", n)
     for lang, t in texts.items():
-        require_no_blank(files[lang], t, f"the {lang} translation of line i")
-    frames = [pl.DataFrame({"dataset": dataset, "lang": lang, "idx": range(len(t)), "text": t}, schema=SCHEMA)
-              for lang, t in texts.items()]
-    log.info("%s: %d languages × %d sentences", dataset, len(files), len(next(iter(texts.values()), [])))
+        rows.blank(lang, t, f"the {lang} translation of line i of every other language's file")
+    keep = rows.report(skipped)
+    frames = [pl.DataFrame({"dataset": dataset, "lang": lang, "idx": keep, "text": [t[i] for i in keep]},
+                           schema=SCHEMA) for lang, t in texts.items()]
+    log.info("%s: %d languages × %d sentences (%d rows dropped) (%s)", dataset, len(files), len(keep), n - len(keep),
+             ", ".join(f"{lang} {language_name(lang, names)}" for lang in files))
     return concat(frames, SCHEMA)
 
 
@@ -96,7 +107,6 @@ def ntrex_files(folder: Path, languages: Sequence[str] = (), skipped: Skipped | 
                                 "newstest2019-ref.{code}.txt)")
     if not (folder / NTREX_SOURCE).is_file():
         raise FileNotFoundError(f"{folder}: {NTREX_SOURCE} (the English source) is missing")
-    codes = ntrex_codes(folder)
     found = {"eng": folder / NTREX_SOURCE}
     for path in sorted(folder.glob("newstest2019-ref*.txt")):
         m = _NTREX_REF.fullmatch(path.name)
@@ -108,16 +118,14 @@ def ntrex_files(folder: Path, languages: Sequence[str] = (), skipped: Skipped | 
                                    "read)", len(drop_trailing_blank(read_text_lines(path))))
             continue
         code = m["code"]
-        if code not in codes and not is_known_language(code):
-            listed = f" and not listed in {NTREX_LANGUAGES}" if codes else ""
-            check_language(code, f"{path} (a code unknown to ICU{listed})")
-        found[code] = path
+        found[data_language(code, str(path))] = path
     return _pick(found, languages, folder, always=("eng",))
 
 
 def read_ntrex(folder: Path, languages: Sequence[str] = (), dataset: str = "ntrex128",
                skipped: Skipped | None = None) -> pl.DataFrame:
-    return _aligned(dataset, ntrex_files(folder, languages, skipped_or_new(skipped)))
+    skipped = skipped_or_new(skipped)
+    return _aligned(dataset, ntrex_files(folder, languages, skipped), skipped, ntrex_codes(folder))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -135,13 +143,13 @@ def flores_files(folder: Path, languages: Sequence[str] = (), split: str = "devt
         raise FileNotFoundError(f"{folder}: no FLORES {split} files ({{lang}}.{split}, in {split}/ or directly)")
     picked = _pick(found, languages, base)
     for lang, path in picked.items():
-        check_language(lang, str(path))
+        data_language(lang, str(path))
     return picked
 
 
 def read_flores(folder: Path, languages: Sequence[str] = (), split: str = "devtest",
-                dataset: str = "flores200") -> pl.DataFrame:
-    return _aligned(dataset, flores_files(folder, languages, split))
+                dataset: str = "flores200", skipped: Skipped | None = None) -> pl.DataFrame:
+    return _aligned(dataset, flores_files(folder, languages, split), skipped_or_new(skipped))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -151,7 +159,7 @@ def read_parallel(source: ParallelSource, skipped: Skipped | None = None) -> pl.
     """One configured entry of ``EvalSources.parallel``."""
     if source.format == "ntrex":
         return read_ntrex(source.path, source.languages, source.name or "ntrex128", skipped)
-    return read_flores(source.path, source.languages, source.split, source.name or "flores200")
+    return read_flores(source.path, source.languages, source.split, source.name or "flores200", skipped)
 
 
 def parallel_files(source: ParallelSource) -> list[Path]:

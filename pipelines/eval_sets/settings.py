@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from pipelines.eval_sets import bucc, classification, clustering, langid, parallel, sts, tatoeba
+from pipelines.eval_sets import bucc, classification, clustering, langid, pair_classification, parallel, sts, tatoeba
 from pipelines.eval_sets.hub import HUB_DATASETS
 from pipelines.language_codes import check_language
 
@@ -125,6 +125,37 @@ class LangidSource(_Strict):
         return _codes(value, "sources.eval.langid.languages")
 
 
+class PairClassificationSource(_Strict):
+    format: Literal["pawsx", "tsv"] = Field(
+        description="pawsx: PAWS-X as published (x-final/{lang}/{dev_2k,test_2k,translated_train}.tsv) or in XTREME's "
+                    "layout ({split}-{lang}.tsv); tsv: one file of sentence1, sentence2, label (0/1) rows")
+    path: Path = Field(description="pawsx: the x-final folder (or the folder holding it) or XTREME's pawsx folder; "
+                                   "tsv: the file")
+    languages: list[str] = Field(default_factory=list, description="pawsx: language codes as in the folder / file "
+                                                                   "names; empty = all found")
+    splits: list[str] = Field(default_factory=lambda: ["dev", "test"],
+                              description="pawsx: splits (dev, test, train); empty = all found (train is 49k "
+                                          "machine-translated pairs per language)")
+    name: str | None = Field(None, description="dataset column (default pawsx, or the tsv file's stem)")
+    language: str | None = Field(None, description="tsv: the language code of the pairs (required)")
+    split: str = Field("test", description="tsv: the split the file is")
+    quoting: Literal["csv", "none"] = Field("csv", description="tsv: csv (fields holding quotes are CSV-quoted, as "
+                                                               "pandas and csv.writer write) or none (split at tabs)")
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        return _codes(value, "sources.eval.pair_classification.languages")
+
+    @model_validator(mode="after")
+    def _tsv_language(self) -> PairClassificationSource:
+        if self.format == "tsv":
+            if self.language is None:
+                raise ValueError(f"{self.path}: format tsv needs language (the language code of its pairs)")
+            _codes([self.language], "sources.eval.pair_classification.language")
+        return self
+
+
 class EvalSources(_Strict):
     tatoeba: Path | None = Field(None, description="folder of LASER Tatoeba v1 tatoeba.{xxx}-eng.{xxx,eng} files")
     bucc: Path | None = Field(None, description="folder of BUCC 2018 {src}-en.{split}.{src,en,gold} files")
@@ -134,6 +165,8 @@ class EvalSources(_Strict):
     classification: list[ClassificationSource] = Field(default_factory=list, description="classification probes")
     parallel: list[ParallelSource] = Field(default_factory=list, description="N-way parallel sets for xSIM")
     langid: LangidSource | None = Field(None, description="XNLI sentences for the language-identification probe")
+    pair_classification: list[PairClassificationSource] = Field(
+        default_factory=list, description="paraphrase / pair-classification sets (PAWS-X, generic TSV)")
     hub: list[str] = Field(default_factory=list, description=f"mteb datasets to load from the hub when online: "
                                                              f"{', '.join(HUB_DATASETS)}")
 
@@ -159,7 +192,7 @@ class EvalSources(_Strict):
     def configured(self) -> bool:
         """True when at least one evaluation set is configured."""
         return bool(self.tatoeba or self.bucc or self.sts or self.clustering or self.classification or self.parallel
-                    or self.langid or self.hub)
+                    or self.langid or self.hub or self.pair_classification)
 
     def files(self) -> dict[str, Path]:
         """Every local input file, keyed ``kind/…`` (for the stage's cache key); a missing folder raises naming the
@@ -202,6 +235,10 @@ class EvalSources(_Strict):
         for i, par in enumerate(self.parallel):
             for p in where(f"parallel[{i}]", parallel.parallel_files, par):
                 out[f"parallel/{i}/{p.relative_to(par.path)}"] = p
+        for i, pc in enumerate(self.pair_classification):
+            for pf in where(f"pair_classification[{i}]", pair_classification.pair_files, pc):
+                rel = pf.path.relative_to(pc.path) if pf.path != Path(pc.path) else Path(pf.path.name)
+                out[f"pair_classification/{i}/{rel}"] = pf.path
         if self.langid is not None:
             paths = langid.langid_files(self.langid.path, self.langid.languages)
             missing = [p.name for p in paths if not p.is_file()]

@@ -16,10 +16,17 @@ One table for every format: ``dataset``, ``subset``, ``lang1``/``lang2`` (the la
   ``relatedness_score`` (1–5). ``dataset="sick-r"``, ``subset`` = ``SemEval_set`` lower-cased, else ``test``.
 - stsb-multi-mt (PhilipMay/stsb-multi-mt; ``stsb-{lang}-{split}.csv``, CSV ``s1,s2,score``, no header, quoted where
   needed): files are row-parallel across languages. Monolingual subsets ``{a}-{a}`` and, with ``cross``, one subset
-  ``{a}-{b}`` per ordered pair a ≠ b: s1 from a's row i, s2 from b's row i, score of row i. Row counts and scores must
-  agree across the files (else an error naming both files and the first differing row).
+  ``{a}-{b}`` per ordered pair a ≠ b: s1 from a's row i, s2 from b's row i, score of row i. A row is a CSV record; a
+  blank line inside the file is a (malformed) row, blank lines at the end are not. Row counts and the scores of the
+  kept rows must agree across the files (else an error naming both files and the first differing row): a file that
+  is not row-parallel is a whole-file problem, not a bad row.
 
-Scores that are not numbers or lie outside [0, 5] raise naming ``file:line``.
+A malformed row — too few fields, an empty sentence, a score that is not a number or lies outside [0, 5] — is skipped,
+counted per file and problem with its lines, and logged (:class:`~pipelines.eval_sets.lines.BadRows`); a file with no
+readable row fails naming it. In stsb-multi-mt a bad row in one language's file is dropped from *every* language's
+file at once (:class:`~pipelines.eval_sets.lines.AlignedRows`): row i of each file is the same pair, so dropping it
+from one file only would pair every later sentence with the wrong partner in the cross-lingual subsets; ``idx`` stays
+the row number, the same in every subset.
 """
 
 from __future__ import annotations
@@ -31,11 +38,13 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
 from pipelines.eval_sets.lines import (
+    AlignedRows,
+    BadRows,
     EvalFormatError,
     Skipped,
     concat,
@@ -44,7 +53,7 @@ from pipelines.eval_sets.lines import (
     short,
     skipped_or_new,
 )
-from pipelines.language_codes import check_language
+from pipelines.language_codes import data_language
 
 if TYPE_CHECKING:
     from pipelines.eval_sets.settings import StsSource
@@ -73,21 +82,46 @@ _SUFFIX = re.compile(r".*\.(?P<l1>[a-z]{2,3})-(?P<l2>[a-z]{2,3})")
 _SENTEVAL_FOLDER = re.compile(r"STS(?P<year>1[2-6])-en-test")
 
 
-def _score(text: str, path: Path, line: int) -> float:
+_SCORE_RANGE = f"a similarity score in [{MIN_SCORE:g}, {MAX_SCORE:g}]"
+
+
+class _Bad(Protocol):
+    """Where a malformed row is reported: :meth:`BadRows.add`'s signature (a file's rows, or one row of an aligned
+    set: :class:`_AlignedRow`)."""
+
+    def add(self, line: int, problem: str, detail: str = "") -> None: ...
+
+
+class _AlignedRow:
+    """Row ``row`` of ``key``'s file in ``rows``, reported like a :class:`BadRows` line (the row is dropped from every
+    aligned file)."""
+
+    def __init__(self, rows: AlignedRows, key: str, row: int) -> None:
+        self.rows, self.key, self.row = rows, key, row
+
+    def add(self, line: int, problem: str, detail: str = "") -> None:
+        self.rows.add(self.key, self.row, problem, detail)
+
+
+def _score(text: str, bad: _Bad, line: int) -> float | None:
+    """The score, or None with the row reported to ``bad``."""
     try:
         value = float(text)
     except ValueError:
-        raise EvalFormatError(f"{path}:{line}: score {text!r} is not a number; expected a similarity score in "
-                              f"[{MIN_SCORE:g}, {MAX_SCORE:g}]") from None
+        bad.add(line, f"score is not a number; expected {_SCORE_RANGE}", f" ({text!r})")
+        return None
     if not (math.isfinite(value) and MIN_SCORE <= value <= MAX_SCORE):
-        raise EvalFormatError(f"{path}:{line}: score {value:g} outside [{MIN_SCORE:g}, {MAX_SCORE:g}]")
+        bad.add(line, f"score outside [{MIN_SCORE:g}, {MAX_SCORE:g}]", f" ({value:g})")
+        return None
     return value
 
 
-def _pair(fields: Sequence[str], path: Path, line: int, what: str) -> tuple[str, str]:
+def _pair(fields: Sequence[str], bad: _Bad, line: int, what: str) -> tuple[str, str] | None:
+    """The stripped sentence pair, or None with the row reported to ``bad``."""
     s1, s2 = fields[0].strip(), fields[1].strip()
     if not s1 or not s2:
-        raise EvalFormatError(f"{path}:{line}: empty {'first' if not s1 else 'second'} sentence; expected {what}")
+        bad.add(line, f"empty {'first' if not s1 else 'second'} sentence; expected {what}")
+        return None
     return s1, s2
 
 
@@ -115,7 +149,7 @@ def _languages(dataset: str, subset: str, where: Path) -> tuple[str, str]:
     m = _SUFFIX.fullmatch(subset)
     if not m:
         return "en", "en"
-    return check_language(m["l1"], str(where)), check_language(m["l2"], str(where))
+    return data_language(m["l1"], str(where)), data_language(m["l2"], str(where))
 
 
 def read_semeval(folder: Path, dataset: str | None = None, skipped: Skipped | None = None) -> pl.DataFrame:
@@ -162,18 +196,29 @@ def _semeval_pair(inp: Path, gs: Path, dataset: str, subset: str, skipped: Skipp
     lang1, lang2 = _languages(dataset, subset, inp)
     idx, s1s, s2s, scores = [], [], [], []
     unscored = 0
+    bad_inp, bad_gs = BadRows(inp, TABLE), BadRows(gs, TABLE)
+    good_inp = good_gs = 0
     for i, (line, g) in enumerate(zip(lines, gold, strict=True), start=1):
         if not g.strip():
             unscored += 1
             continue
         fields = line.split("\t")
         if len(fields) < 2:
-            raise EvalFormatError(f"{inp}:{i}: expected s1<TAB>s2, found {len(fields)} field(s)")
-        s1, s2 = _pair(fields, inp, i, "s1<TAB>s2")
+            bad_inp.add(i, "expected s1<TAB>s2", f", found {len(fields)} field(s)")
+            good_gs += _score(g.strip(), bad_gs, i) is not None
+            continue
+        pair = _pair(fields, bad_inp, i, "s1<TAB>s2")
+        score = _score(g.strip(), bad_gs, i)
+        good_inp += pair is not None
+        good_gs += score is not None
+        if pair is None or score is None:
+            continue
         idx.append(i)
-        s1s.append(s1)
-        s2s.append(s2)
-        scores.append(_score(g.strip(), gs, i))
+        s1s.append(pair[0])
+        s2s.append(pair[1])
+        scores.append(score)
+    bad_inp.report(good_inp, skipped)  # a file fails when none of its own rows is readable
+    bad_gs.report(good_gs, skipped)
     skipped.add(TABLE, f"{short(gs)}: blank gold line (pair not scored)", unscored)
     log.info("sts %s %s: %d scored pairs", dataset, subset, len(idx))
     return pl.DataFrame({"dataset": dataset, "subset": subset, "lang1": lang1, "lang2": lang2, "idx": idx,
@@ -198,22 +243,30 @@ def stsbenchmark_files(folder: Path, splits: Sequence[str] = STSB_SPLITS) -> dic
     return files
 
 
-def read_stsbenchmark(folder: Path, splits: Sequence[str] = STSB_SPLITS) -> pl.DataFrame:
+def read_stsbenchmark(folder: Path, splits: Sequence[str] = STSB_SPLITS,
+                      skipped: Skipped | None = None) -> pl.DataFrame:
     """``sts-{split}.csv``: genre, file, year, id, score, s1, s2 [, extra fields]; tab-separated, no quoting."""
+    skipped = skipped_or_new(skipped)
     frames = []
     for split, path in stsbenchmark_files(folder, splits).items():
         lines = drop_trailing_blank(read_text_lines(path))
+        bad = BadRows(path, TABLE)
         idx, s1s, s2s, scores = [], [], [], []
         for i, line in enumerate(lines, start=1):
             fields = line.split("\t")
             if len(fields) < 7:
-                raise EvalFormatError(f"{path}:{i}: expected at least 7 tab-separated fields (genre, file, year, id, "
-                                      f"score, s1, s2), found {len(fields)}")
-            s1, s2 = _pair(fields[5:7], path, i, "s1 and s2 in fields 6 and 7")
+                bad.add(i, "expected at least 7 tab-separated fields (genre, file, year, id, score, s1, s2)",
+                        f", found {len(fields)}")
+                continue
+            pair = _pair(fields[5:7], bad, i, "s1 and s2 in fields 6 and 7")
+            score = _score(fields[4].strip(), bad, i) if pair else None
+            if pair is None or score is None:
+                continue
             idx.append(i)
-            s1s.append(s1)
-            s2s.append(s2)
-            scores.append(_score(fields[4].strip(), path, i))
+            s1s.append(pair[0])
+            s2s.append(pair[1])
+            scores.append(score)
+        bad.report(len(idx), skipped)
         frames.append(pl.DataFrame({"dataset": "stsb", "subset": split, "lang1": "en", "lang2": "en", "idx": idx,
                                     "s1": s1s, "s2": s2s, "score": scores}, schema=SCHEMA))
         log.info("sts stsb %s: %d pairs", split, len(idx))
@@ -223,8 +276,9 @@ def read_stsbenchmark(folder: Path, splits: Sequence[str] = STSB_SPLITS) -> pl.D
 SICK_COLUMNS = ("sentence_A", "sentence_B", "relatedness_score")
 
 
-def read_sick(path: Path) -> pl.DataFrame:
+def read_sick(path: Path, skipped: Skipped | None = None) -> pl.DataFrame:
     """SICK with its header (``pair_ID  sentence_A  sentence_B  relatedness_score  …``), tab-separated."""
+    skipped = skipped_or_new(skipped)
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"SICK file not found: {path} (expected SICK_test_annotated.txt or SICK.txt)")
@@ -238,14 +292,19 @@ def read_sick(path: Path) -> pl.DataFrame:
     a, b, r = (header.index(c) for c in SICK_COLUMNS)
     semeval_set = header.index("SemEval_set") if "SemEval_set" in header else None
     rows = []
+    bad = BadRows(path, TABLE)
     for i, line in enumerate(lines[1:], start=2):
         fields = line.split("\t")
         if len(fields) != len(header):
-            raise EvalFormatError(f"{path}:{i}: expected {len(header)} tab-separated fields as in the header, found "
-                                  f"{len(fields)}")
-        s1, s2 = _pair([fields[a], fields[b]], path, i, "sentence_A and sentence_B")
+            bad.add(i, f"expected {len(header)} tab-separated fields as in the header", f", found {len(fields)}")
+            continue
+        pair = _pair([fields[a], fields[b]], bad, i, "sentence_A and sentence_B")
+        score = _score(fields[r].strip(), bad, i) if pair else None
+        if pair is None or score is None:
+            continue
         subset = fields[semeval_set].strip().lower() if semeval_set is not None else "test"
-        rows.append((subset, i, s1, s2, _score(fields[r].strip(), path, i)))
+        rows.append((subset, i, *pair, score))
+    bad.report(len(rows), skipped)
     log.info("sts sick-r: %d pairs from %s", len(rows), path)
     df = pl.DataFrame(rows, schema=["subset", "idx", "s1", "s2", "score"], orient="row")
     return df.select(dataset=pl.lit("sick-r"), subset="subset", lang1=pl.lit("en"), lang2=pl.lit("en"), idx="idx",
@@ -269,53 +328,86 @@ def stsb_multi_mt_files(folder: Path, languages: Sequence[str], split: str) -> d
     return files
 
 
-def _stsb_csv(path: Path) -> pl.DataFrame:
-    rows = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f)
-        try:
-            for row in reader:
-                line = reader.line_num
-                if not row:
-                    continue
-                if len(row) != 3:
-                    raise EvalFormatError(f"{path}:{line}: expected 3 CSV fields (s1,s2,score), found {len(row)}")
-                s1, s2 = _pair(row, path, line, "s1,s2,score")
-                rows.append((line, s1, s2, _score(row[2].strip(), path, line)))
-        except csv.Error as exc:
-            raise EvalFormatError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
-    return pl.DataFrame(rows, schema={"line": pl.Int32, "s1": pl.String, "s2": pl.String, "score": pl.Float64},
-                        orient="row").with_row_index("row", offset=1)
+def _stsb_records(path: Path) -> list[tuple[int, list[str]]]:
+    """(first line, fields) of each CSV record of ``path``, in order. A blank line inside the file is a record with no
+    field (one row of the row-parallel set, malformed); blank records at the end are not rows."""
+    lines = read_text_lines(path)  # UTF-8 (BOM dropped), or an error naming file:line
+    reader = csv.reader(ln + "\n" for ln in lines)
+    records = []
+    try:
+        while True:
+            start = reader.line_num + 1
+            fields = next(reader, None)
+            if fields is None:
+                break
+            records.append((start, fields))
+    except csv.Error as exc:  # an unclosed quote: no later row can be trusted
+        raise EvalFormatError(f"{path}:{reader.line_num}: not valid CSV ({exc})") from None
+    while records and not any(f.strip() for f in records[-1][1]):
+        records.pop()
+    return records
 
 
-def read_stsb_multi_mt(folder: Path, languages: Sequence[str], split: str = "test", cross: bool = True) -> pl.DataFrame:
-    """Monolingual subsets ``{a}-{a}`` for each language and, with ``cross``, ``{a}-{b}`` for each ordered pair."""
+def read_stsb_multi_mt(folder: Path, languages: Sequence[str], split: str = "test", cross: bool = True,
+                       skipped: Skipped | None = None) -> pl.DataFrame:
+    """Monolingual subsets ``{a}-{a}`` for each language and, with ``cross``, ``{a}-{b}`` for each ordered pair; rows
+    malformed in any language's file are dropped from all and counted into ``skipped``."""
+    skipped = skipped_or_new(skipped)
     languages = list(dict.fromkeys(languages))
     if not languages:
         raise ValueError(f"{folder}: stsb-multi-mt needs at least one language")
     files = stsb_multi_mt_files(folder, languages, split)
-    tables = {}
+    records = {}
     for lang, path in files.items():
-        check_language(lang, str(path))
-        tables[lang] = _stsb_csv(path)
+        data_language(lang, str(path))
+        records[lang] = _stsb_records(path)
+        if not records[lang]:
+            raise EvalFormatError(f"{path}: no readable row (the file is empty or blank); expected CSV rows "
+                                  "s1,s2,score")
     ref_lang = languages[0]
-    ref = tables[ref_lang]
+    n = len(records[ref_lang])
     for lang in languages[1:]:
-        t = tables[lang]
-        n = min(t.height, ref.height)
-        bad = (t["score"].head(n) != ref["score"].head(n)).arg_true()
-        if len(bad) or t.height != ref.height:
-            i = int(bad[0]) if len(bad) else n
-            first = (f"; first differing row {i + 1}: {files[lang]}:{t['line'][i]} score {t['score'][i]:g} vs "
-                     f"{files[ref_lang]}:{ref['line'][i]} score {ref['score'][i]:g}") if len(bad) else ""
-            raise EvalFormatError(f"{files[lang]} ({t.height} rows) and {files[ref_lang]} ({ref.height} rows) are not "
-                                  f"row-parallel{first}; stsb-multi-mt files must hold the same pairs in the same "
-                                  "order with the same scores")
+        if len(records[lang]) != n:
+            raise EvalFormatError(f"{files[lang]} ({len(records[lang])} rows) and {files[ref_lang]} ({n} rows) are not "
+                                  "row-parallel; stsb-multi-mt files must hold the same pairs in the same order with "
+                                  "the same scores")
+    rows = AlignedRows(files, TABLE, f"{Path(folder).name}/stsb-{{{','.join(languages)}}}-{split}.csv", n,
+                       {lang: [line for line, _ in recs] for lang, recs in records.items()}, unit="row")
+    parsed: dict[str, list[tuple[str, str, float] | None]] = {}
+    for lang, recs in records.items():
+        parsed[lang] = [None] * n
+        for r, (line, fields) in enumerate(recs):
+            bad = _AlignedRow(rows, lang, r)
+            if not any(f.strip() for f in fields):
+                bad.add(line, "empty line; expected s1,s2,score")
+                continue
+            if len(fields) != 3:
+                bad.add(line, "expected 3 CSV fields (s1,s2,score)", f", found {len(fields)}")
+                continue
+            pair = _pair(fields, bad, line, "s1,s2,score")
+            score = _score(fields[2].strip(), bad, line) if pair else None
+            if pair is not None and score is not None:
+                parsed[lang][r] = (*pair, score)
+    keep = rows.report(skipped)
+    # a kept row parsed in every language (a row any file could not parse was reported, so dropped from all)
+    table = {lang: [v for r in keep if (v := parsed[lang][r]) is not None] for lang in languages}
+    assert all(len(t) == len(keep) for t in table.values())
+    for lang in languages[1:]:
+        differ = next((k for k, r in enumerate(keep) if table[lang][k][2] != table[ref_lang][k][2]), None)
+        if differ is not None:
+            r = keep[differ]
+            raise EvalFormatError(
+                f"{files[lang]} ({n} rows) and {files[ref_lang]} ({n} rows) are not row-parallel; first differing "
+                f"row {r + 1}: {files[lang]}:{records[lang][r][0]} score {table[lang][differ][2]:g} vs "
+                f"{files[ref_lang]}:{records[ref_lang][r][0]} score {table[ref_lang][differ][2]:g}; stsb-multi-mt "
+                "files must hold the same pairs in the same order with the same scores")
     pairs = [(a, a) for a in languages] + ([(a, b) for a, b in itertools.permutations(languages, 2)] if cross else [])
-    frames = [pl.DataFrame({"dataset": "stsb-multi-mt", "subset": f"{a}-{b}", "lang1": a, "lang2": b,
-                            "idx": tables[a]["row"], "s1": tables[a]["s1"], "s2": tables[b]["s2"],
-                            "score": tables[a]["score"]}, schema=SCHEMA) for a, b in pairs]
-    log.info("sts stsb-multi-mt %s: %d rows × %d subsets", split, ref.height, len(pairs))
+    idx = [r + 1 for r in keep]
+    frames = [pl.DataFrame({"dataset": "stsb-multi-mt", "subset": f"{a}-{b}", "lang1": a, "lang2": b, "idx": idx,
+                            "s1": [t[0] for t in table[a]], "s2": [t[1] for t in table[b]],
+                            "score": [t[2] for t in table[a]]}, schema=SCHEMA) for a, b in pairs]
+    log.info("sts stsb-multi-mt %s: %d rows × %d subsets (%d rows dropped)", split, len(keep), len(pairs),
+             n - len(keep))
     return concat(frames, SCHEMA)
 
 
@@ -330,11 +422,11 @@ def read_sts_sources(sources: Sequence[StsSource], skipped: Skipped | None = Non
         if src.format == "semeval":
             frames.append(read_semeval(src.path, src.dataset, skipped))
         elif src.format == "stsbenchmark":
-            frames.append(read_stsbenchmark(src.path, src.splits))
+            frames.append(read_stsbenchmark(src.path, src.splits, skipped))
         elif src.format == "sick":
-            frames.append(read_sick(src.path))
+            frames.append(read_sick(src.path, skipped))
         elif src.format == "stsb_multi_mt":
-            frames.append(read_stsb_multi_mt(src.path, src.languages, src.split, src.cross))
+            frames.append(read_stsb_multi_mt(src.path, src.languages, src.split, src.cross, skipped))
         else:  # pragma: no cover - the settings model admits no other format
             raise ValueError(f"unknown STS format {src.format!r}")
     df = concat(frames, SCHEMA)

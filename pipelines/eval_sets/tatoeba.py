@@ -5,8 +5,14 @@ in mSimCSE ``eval/`` and XTREME ``download_data.sh`` is the same); line i of one
 other. ``xxx`` is the ISO 639-3 code LASER uses (``cmn``, ``swh``, ``pes``: see the pitfall methods.md D.6.1).
 
 Table ``eval_tatoeba``: ``lang`` (the code in the file name), ``idx`` (0-based line), ``text`` (the xx sentence),
-``eng`` (its English translation); texts are stripped. Trailing blank lines are ignored; a blank line inside a file,
-unequal line counts, a missing partner file or an unknown language code in a file name are errors.
+``eng`` (its English translation); texts are stripped. Trailing blank lines are ignored. A blank line inside either
+file is a malformed pair: line i is dropped from *both* files (dropping it from one would pair every later sentence
+with the wrong translation), counted in the stage's ``skipped`` stats with its file and line and logged; ``idx`` of
+the other pairs stays their line (:class:`~pipelines.eval_sets.lines.AlignedRows`). Unequal line counts (the files
+are not line-aligned), a file with no readable line, invalid UTF-8, a missing partner file or a file name whose code
+is no language tag are errors naming the file. The code is the
+file's own, kept whether or not ICU knows it (six of LASER's 112 — ``ber``, ``cbk``, ``max``, ``orv``, ``swg``,
+``tzl`` — it does not; see :mod:`pipelines.language_codes`).
 
 The mteb hub copy (``mteb/tatoeba-bitext-mining``, see :mod:`pipelines.eval_sets.hub`) keeps the line break at the
 end of every sentence (its descriptive statistics count one character more per sentence than these stripped lines).
@@ -21,12 +27,13 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.eval_sets.lines import EvalFormatError, aligned_lines, concat, require_no_blank
-from pipelines.language_codes import check_language
+from pipelines.eval_sets.lines import AlignedRows, EvalFormatError, Skipped, aligned_lines, concat, skipped_or_new
+from pipelines.language_codes import data_language, language_name
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 
 SCHEMA = {"lang": pl.String, "idx": pl.Int32, "text": pl.String, "eng": pl.String}
+TABLE = "eval_tatoeba"
 
 # mSimCSE eval/evaluation_retrieval.py (methods.md §6.4) in the file names' ISO 639-3 codes: zh → cmn, sw → swh,
 # fa → pes (the LASER file is tatoeba.pes-eng.*, not fas).
@@ -63,8 +70,10 @@ def tatoeba_files(folder: Path) -> dict[str, dict[str, Path]]:
     return found
 
 
-def read_tatoeba(folder: Path, languages: Sequence[str] = ()) -> pl.DataFrame:
-    """``eval_tatoeba`` for ``languages`` (ISO 639-3 codes as in the file names; empty = every language found)."""
+def read_tatoeba(folder: Path, languages: Sequence[str] = (), skipped: Skipped | None = None) -> pl.DataFrame:
+    """``eval_tatoeba`` for ``languages`` (ISO 639-3 codes as in the file names; empty = every language found);
+    dropped pairs are counted into ``skipped``."""
+    skipped = skipped_or_new(skipped)
     files = tatoeba_files(folder)
     present = sorted(files)
     wanted = list(dict.fromkeys(languages)) or present
@@ -74,10 +83,15 @@ def read_tatoeba(folder: Path, languages: Sequence[str] = ()) -> pl.DataFrame:
     frames = []
     for lang in wanted:
         text_path, eng_path = files[lang]["text"], files[lang]["eng"]
-        check_language(lang, str(text_path))
+        data_language(lang, str(text_path))
         text, eng = aligned_lines(text_path, eng_path)
-        require_no_blank(text_path, text, f"a {lang} sentence (line i translates line i of {eng_path.name})")
-        require_no_blank(eng_path, eng, f"an English sentence (line i translates line i of {text_path.name})")
-        frames.append(pl.DataFrame({"lang": lang, "idx": range(len(text)), "text": text, "eng": eng}, schema=SCHEMA))
-        log.info("tatoeba %s: %d pairs from %s", lang, len(text), text_path.parent)
+        label = f"{text_path.parent.name}/tatoeba.{lang}-eng.{{{lang},eng}}"
+        rows = AlignedRows({"text": text_path, "eng": eng_path}, TABLE, label, len(text))
+        rows.blank("text", text, f"a {lang} sentence (line i translates line i of {eng_path.name})")
+        rows.blank("eng", eng, f"an English sentence (line i translates line i of {text_path.name})")
+        keep = rows.report(skipped)
+        frames.append(pl.DataFrame({"lang": lang, "idx": keep, "text": [text[i] for i in keep],
+                                    "eng": [eng[i] for i in keep]}, schema=SCHEMA))
+        log.info("tatoeba %s (%s): %d pairs from %s (%d dropped)", lang, language_name(lang), len(keep),
+                 text_path.parent, len(text) - len(keep))
     return concat(frames, SCHEMA)
