@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from flows.config import PipelineConfig
 from models import stage_versions
+from models.settings import objective_tables
 from warehouse.artifacts import ArtifactRef, StageResult
 
 RunFn = Callable[[Path, Mapping[str, ArtifactRef], Mapping[str, Any]], StageResult]
@@ -79,6 +80,30 @@ def _model_folders(ts: Any) -> dict[str, Path]:
     found = {"encoder": ts.encoder.pretrained} | {f"teacher{i}": o.teacher for i, o in enumerate(ts.objectives)
                                                   if getattr(o, "teacher", "self") != "self"}
     return {role: Path(v) for role, v in found.items() if v and Path(v).is_dir()}
+
+
+def _model_name(model: str | None) -> str | None:
+    """A model as the report names it: a hub id as it is; a local folder by its name (its parent's name for the
+    ``model`` folder of a ``pkg:`` package); where a folder lives is no part of a cache key."""
+    if model is None or not Path(model).exists():
+        return model
+    path = Path(model)
+    return path.parent.name if path.name == "model" else path.name
+
+
+def _start_label(model: str, taken: set[str]) -> str:
+    """The run name under which a start model's results appear: ``start:<model name>`` (numbered when taken)."""
+    label, i = f"start:{_model_name(model)}", 2
+    while label in taken:
+        label, i = f"start:{_model_name(model)}#{i}", i + 1
+    return label
+
+
+def _objective_languages(o: Any) -> tuple[str, ...]:
+    """The languages an objective restricts itself to (empty: every language of its corpora)."""
+    if getattr(o, "kind", "") == "simcse" and o.strategy == "unsupervised" and o.sentence_language:
+        return (o.sentence_language,)
+    return tuple(getattr(o, "languages", ()))
 
 
 def portable_train(ts: Any) -> dict[str, Any]:
@@ -201,7 +226,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
         corpus_tables["bitext_pairs"] = "bitext_pairs"
 
     ev = src.eval
-    if any((ev.tatoeba, ev.bucc, ev.sts, ev.clustering, ev.classification, ev.parallel, ev.langid, ev.hub)):
+    if ev.configured():
         def run_eval_sets(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
             from pipelines.eval_sets import build_eval_sets
 
@@ -286,6 +311,7 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
                  run_evaluate, files=files, deps={"eval_sets": "eval_sets", **deps}))
         evaluations[node] = node
 
+    by_model: dict[str, str] = {}  # model → the run name its evaluation carries
     if "eval_sets" in nodes:
         for run_name in sorted(cfg.training):
             add_evaluation(run_name, {"model": f"train.{run_name}"}, {}, None)
@@ -295,11 +321,30 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
             folder = Path(model)
             files = _folder_files("model", folder) if folder.is_dir() else {}
             add_evaluation(name, {}, files, model)
+        # each run's start model (encoder.pretrained) is evaluated once: by the evaluation.models peer naming the same
+        # model, else by one node per model (its files in the key), shared by every run that starts from it
+        by_model.update({model: name for name, model in sorted(ecfg.models.items())})
+        for _, ts in sorted(cfg.training.items()):
+            model = ts.encoder.pretrained
+            if model is not None and model not in by_model:
+                taken = {*cfg.training, *ecfg.models, *by_model.values()}
+                by_model[model] = _start_label(model, taken)
+                folder = Path(model)
+                add_evaluation(by_model[model], {}, _folder_files("model", folder) if folder.is_dir() else {}, model)
 
-    report_deps = {**{f"corpus:{t}": n for t, n in corpus_tables.items()}, **{f"eval:{e}": e for e in evaluations}}
+    def start_of(ts: Any) -> str | None:
+        return None if ts.encoder.pretrained is None or "eval_sets" not in nodes else by_model[ts.encoder.pretrained]
+
+    # what the report says of each trained run: its start model, and per objective the corpora it reads and the
+    # languages it keeps (its training languages come from those corpora)
+    trained = {name: {"start": start_of(ts), "pretrained": _model_name(ts.encoder.pretrained),
+                      "sources": [[list(objective_tables(o)), list(_objective_languages(o))] for o in ts.objectives]}
+               for name, ts in sorted(cfg.training.items())}
+    report_deps = {**{f"corpus:{t}": n for t, n in corpus_tables.items()}, **{f"eval:{e}": e for e in evaluations},
+                   **{f"train:{r}": f"train.{r}" for r in trained}}
     if report_deps:
         def run_report(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any]) -> StageResult:
-            from pipelines.report import build_report
+            from pipelines.report import TrainedRun, build_report
 
             corpora = {}
             for name, ref in up.items():
@@ -308,11 +353,16 @@ def build_dag(cfg: PipelineConfig) -> dict[str, Node]:
                         # several corpus nodes write a ``leakage`` table: keep each under its own name
                         corpora[f"leakage@{name}" if table == "leakage" else table] = ref.path / rel
             evals = {name: ref.table_path("eval_results") for name, ref in up.items() if name.startswith("eval:")}
-            return build_report(cfg.report, corpora, evals, cfg.name, out)
+            runs = {name: TrainedRun(t["start"], t["pretrained"], {k: up[f"train:{name}"].path / rel for k, rel
+                                                                   in up[f"train:{name}"].tables.items()},
+                                     [(tuple(tables), tuple(langs)) for tables, langs in t["sources"]])
+                    for name, t in trained.items()}
+            return build_report(cfg.report, corpora, evals, cfg.name, out, runs, sorted(ecfg.models))
 
         from pipelines.report import STAGE_VERSION as REP_V
 
-        add(Node("report", "report", REP_V, {"settings": canonical(cfg.report), "pipeline": cfg.name}, run_report,
+        add(Node("report", "report", REP_V, {"settings": canonical(cfg.report), "pipeline": cfg.name,
+                                             "runs": trained, "peers": sorted(ecfg.models)}, run_report,
                  deps=report_deps))
     return nodes
 

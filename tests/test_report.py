@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from conftest import REPO
 
-from pipelines.report import STAGE_VERSION, ReportSettings, build_report, plots
+from pipelines.report import STAGE_VERSION, ReportSettings, TrainedRun, build_report, plots
 from pipelines.report.compare import UnknownRunError, compare_runs, latest_per_run, write_comparison
 from pipelines.report.corpora import corpora_section
 from pipelines.report.document import render_markdown
@@ -90,7 +90,7 @@ def built(evals: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 def test_package_keeps_the_stage_interface() -> None:
-    assert STAGE_VERSION == "6"
+    assert STAGE_VERSION == "7"
     assert not (REPO / "pipelines" / "report.py").exists()
 
 
@@ -126,7 +126,7 @@ def test_markdown_has_headline_numbers_per_task_and_variant(built: Path) -> None
     assert len(head) == 2 + 13  # exactly the headline rows above
     for variant in ("canonical", "xtreme", "oracle", "held_out", "ease", "laser"):
         assert f"**Variant `{variant}`** — " in md
-    assert "| mpcl | key-mpcl-0123456789 | bucc, clustering, geometry, sts, tatoeba, xsim | 21 |" in md
+    assert "| mpcl | key-mpcl-0123456789 | bucc, clustering, geometry, sts, tatoeba, xsim | 21 | – |" in md
     assert "threshold tuned and scored on the same split" in md and "applied to another split" in md
 
 
@@ -138,7 +138,7 @@ def test_plots_are_linked_and_html_is_self_contained(built: Path) -> None:
     assert files == sorted(["headline_by_run.svg", "tatoeba_canonical_accuracy_mean_per_subset.svg",
                             "tatoeba_xtreme_accuracy_en_xx_per_subset.svg", "sts_canonical_spearman_per_subset.svg",
                             "clustering_ease_hungarian_accuracy_per_subset.svg",
-                            "geometry_alignment_uniformity.svg"])
+                            "xsim_laser_error_rate_per_subset.svg", "geometry_alignment_uniformity.svg"])
     assert sorted(re.findall(r"\]\(plots/([^)]+\.svg)\)", md)) == files
     assert page.count("<svg") == len(files) and page.count("</svg>") == len(files)
     low = page.lower()
@@ -406,3 +406,216 @@ def test_cli_report_takes_the_data_root_from_a_config(warehouse: Path, tmp_path:
     assert warehouse == tmp_path / "data"
     assert main(["report", "--compare", "simcse", "mpcl", str(config)]) == 0, capsys.readouterr().err
     assert (warehouse / "reports" / "compare_simcse_vs_mpcl.html").exists()
+
+
+# -- start models, peers, training curves, per-language blocks ---------------------------------------------------
+def _rows_trained() -> list[tuple]:
+    """``ft`` began from ``start:base``; ``peer`` is an evaluation.models peer; ``scratch`` has no start model."""
+    rows = []
+    for run, deu, jav, x14, xsim, de, ja in (("ft", 90.0, 30.0, 80.0, 5.0, 40.0, 35.0),
+                                             ("start:base", 85.5, 32.25, 78.0, 7.5, 41.0, 30.0),
+                                             ("peer", 88.0, None, 79.0, 6.0, None, None),
+                                             ("scratch", 20.0, 10.0, 15.0, None, None, None)):
+        m = f"key-{run}"
+        rows += [(run, m, "tatoeba", "canonical", "deu", "deu-eng", "accuracy_mean", deu, 1000),
+                 (run, m, "tatoeba", "canonical", "xnli14", "14 languages", "accuracy_mean", x14, 13000)]
+        rows += [(run, m, "tatoeba", "canonical", "jav", "jav-eng", "accuracy_mean", jav, 205)] if jav else []
+        rows += [(run, m, "xsim", "laser", "ntrex128/deu-eng", "deu-eng", "error_rate", xsim, 1997)] if xsim else []
+        rows += [(run, m, "clustering", "ease", "mewsc16/de", "de", "hungarian_accuracy", de, 500),
+                 (run, m, "clustering", "ease", "mewsc16/ja", "ja", "hungarian_accuracy", ja, 500)] if de else []
+    return rows
+
+
+def _curves(tmp: Path, run: str, dev: bool) -> dict[str, Path]:
+    steps = pl.DataFrame({"train_run": run, "step": [1, 2, 3, 4], "loss": [4.0, 3.0, 2.0, 1.5],
+                          "lr": [1e-4, 2e-4, 1.5e-4, 0.5e-4], "sentences": 64, "seconds": [0.5, 0.7, 0.2, 0.3],
+                          "sentences_per_second": [128.0, 91.4, 320.0, 213.3]})
+    objectives = pl.DataFrame({"train_run": run, "step": [1, 1, 2, 2, 3, 3, 4, 4],
+                               "objective": ["mpcl", "contrastive"] * 4, "weight": 1.0,
+                               "loss": [2.0, 2.0, 1.5, 1.5, 1.0, 1.0, 0.5, 1.0]})
+    dev_rows = pl.DataFrame({"train_run": run, "step": [2, 4], "metric": "tatoeba_accuracy", "value": [50.0, 45.0],
+                             "best": [True, False]})
+    files = {"train_steps": tmp / f"{run}_steps.parquet", "train_objective_losses": tmp / f"{run}_obj.parquet",
+             "train_dev": tmp / f"{run}_dev.parquet"}
+    steps.write_parquet(files["train_steps"])
+    objectives.write_parquet(files["train_objective_losses"])
+    (dev_rows if dev else dev_rows.clear()).write_parquet(files["train_dev"])
+    return files
+
+
+def _trained_inputs(tmp: Path) -> tuple[dict[str, Path], dict[str, Path], dict[str, TrainedRun]]:
+    from pipelines.report import TrainedRun
+
+    (tmp / "bitext_pairs" / "lang=de").mkdir(parents=True)
+    pl.DataFrame({"pivot_lang": ["en", "en"], "text": ["a", "b"]}).write_parquet(
+        tmp / "bitext_pairs" / "lang=de" / "part-0.parquet")
+    pl.DataFrame({"lang": ["ja", "en", "fr"], "text": ["x", "y", "z"]}).write_parquet(tmp / "groups.parquet")
+    corpora = {"bitext_pairs": tmp / "bitext_pairs", "xnli_groups": tmp / "groups.parquet"}
+    _frame(_rows_trained()).write_parquet(tmp / "eval.parquet")
+    runs = {"ft": TrainedRun("start:base", "base-model", _curves(tmp, "ft", dev=True), [(("bitext_pairs",), ())]),
+            # an objective restricted to two of the corpus' languages
+            "scratch": TrainedRun(None, None, _curves(tmp, "scratch", dev=False), [(("xnli_groups",), ("ja", "en"))])}
+    return corpora, {"evaluate": tmp / "eval.parquet"}, runs
+
+
+@pytest.fixture(scope="module")
+def trained_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("trained")
+    corpora, evals, runs = _trained_inputs(tmp)
+    out = tmp / "report"
+    build_report(ReportSettings(), corpora, evals, "demo", out, runs, ["peer"])
+    return out
+
+
+def test_trained_run_beside_its_start_model_and_peer_with_delta(trained_report: Path) -> None:
+    md = (trained_report / "report.md").read_text("utf-8")
+    # headline comparison over the keys ft and its start share: Δ = ft − start:base, by hand
+    head = md[md.index("**`ft`** against its start model `start:base`"):]
+    head = head[head.index("| task"):head.index("\n\n", head.index("| task"))].splitlines()
+    assert head[0] == "| task | variant | subset | languages | metric | ft | start:base | Δ (ft − start:base) | peer |"
+    assert head[2:] == [
+        "| tatoeba | canonical | xnli14 | 14 languages | accuracy_mean | 80.00 | 78.00 | +2.00 | 79.00 |",
+        "| clustering | ease | mewsc16/de | de | hungarian_accuracy | 40.00 | 41.00 | -1.00 | – |",
+        "| clustering | ease | mewsc16/ja | ja | hungarian_accuracy | 35.00 | 30.00 | +5.00 | – |",
+        "| xsim | laser | mean | mean over subsets | error_rate | 5.00 | 7.50 | -2.50 | 6.00 |"]
+    # a run trained from scratch says so instead of failing; its peer still stands beside it
+    assert ("**`scratch`** was trained from scratch (no `encoder.pretrained`): there is no start model to compare it "
+            "with; beside the peer(s) `peer`.") in md
+    # every per-task table carries the Δ column (runs sorted, then Δ)
+    assert "| subset | languages | metric | ft | peer | scratch | start:base | Δ (ft − start:base) |" in md
+    assert "| deu | deu-eng | accuracy_mean | 90.00 | 88.00 | 20.00 | 85.50 | +4.50 |" in md
+    assert "| jav | jav-eng | accuracy_mean | 30.00 | – | 10.00 | 32.25 | -2.25 |" in md
+    # roles in the runs table
+    for line in ("| ft | key-ft | clustering, tatoeba, xsim | 6 | trained from start:base |",
+                 "| start:base | key-start:base | clustering, tatoeba, xsim | 6 | start model of ft |",
+                 "| peer | key-peer | tatoeba, xsim | 3 | evaluation.models peer |",
+                 "| scratch | key-scratch | tatoeba | 3 | trained from scratch |"):
+        assert line in md, line
+
+
+def test_training_section_curves_and_languages(trained_report: Path) -> None:
+    md = (trained_report / "report.md").read_text("utf-8")
+    assert md.index("## Training") < md.index("## Evaluation")
+    assert ("**`ft`** began from `base-model` (its start model, evaluated as `start:base`); training languages "
+            "(from its corpora): de, en.") in md
+    assert "4 steps, peak learning rate 0.0002; best dev tatoeba_accuracy 50.00 at step 2 (the exported " \
+           "checkpoint)." in md
+    # per objective and the weighted total: loss at the first and last step, minimum and where
+    assert "\n".join(["| objective | first_loss | last_loss | min_loss | min_at_step |", "|---|---|---|---|---|",
+                      "| mpcl | 2.0000 | 0.5000 | 0.5000 | 4 |", "| contrastive | 2.0000 | 1.0000 | 1.0000 | 3 |",
+                      "| total (weighted) | 4.0000 | 1.5000 | 1.5000 | 4 |"]) in md
+    assert ("**`scratch`** trained from scratch (no `encoder.pretrained`): there is no start model to compare it "
+            "with; training languages (from its corpora): en, ja.") in md
+    assert "no dev evaluation: the last step's weights are exported" in md
+    if plots.available():
+        svg = (trained_report / "plots" / "training_ft.svg").read_text("utf-8")
+        for text in (">loss per objective<", ">learning rate<", ">dev metric<", ">best (step 2)<", ">mpcl<",
+                     ">contrastive<", ">total (weighted)<", ">tatoeba_accuracy<"):
+            assert text in svg, text
+        assert "training_scratch.svg" in md and "sentences_per_second" not in svg
+
+
+@needs_mpl
+def test_per_language_charts_put_trained_languages_first(trained_report: Path) -> None:
+    svg = (trained_report / "plots" / "tatoeba_canonical_accuracy_mean_per_subset.svg").read_text("utf-8")
+    # ft trained on de/en (deu-eng); scratch on ja/en; nobody on Javanese
+    assert ">trained by ft<" in svg and ">never trained<" in svg
+    assert svg.index(">deu<") < svg.index(">jav<")
+    # only ft (of the runs with known languages) has clustering rows: its languages decide alone
+    clustering = (trained_report / "plots" / "clustering_ease_hungarian_accuracy_per_subset.svg").read_text("utf-8")
+    assert ">trained<" in clustering and ">never trained<" in clustering
+    assert clustering.index(">mewsc16/de<") < clustering.index(">mewsc16/ja<")
+    assert (trained_report / "plots" / "xsim_laser_error_rate_per_subset.svg").exists()
+
+
+def test_language_blocks_order_and_labels() -> None:
+    from pipelines.report.results import language_blocks
+
+    data = _frame([("a", "k", "tatoeba", "canonical", s, langs, "accuracy_mean", 1.0, 1)
+                   for s, langs in (("jav", "jav-eng"), ("cmn", "cmn-eng"), ("deu", "deu-eng"), ("fra", "fra-eng"),
+                                    ("odd", None))]
+                  + [("b", "k", "tatoeba", "canonical", "deu", "deu-eng", "accuracy_mean", 2.0, 1)])
+    # a's corpora name zh (XNLI) where Tatoeba says cmn: the macrolanguage matches; b's languages are known too
+    trained = {"a": frozenset({"deu", "eng", "zho"}), "b": frozenset({"deu", "eng", "fra"}),
+               "absent": frozenset({"jav", "eng"})}
+    rows, order = language_blocks(data, trained)
+    assert order == ["trained", "trained by a", "trained by b", "never trained", "no language"]
+    assert rows.unique(subset="subset", maintain_order=True)["subset"].to_list() == ["deu", "cmn", "fra", "jav", "odd"]
+
+
+def test_training_languages_from_corpora(tmp_path: Path) -> None:
+    from pipelines.report import TrainedRun
+    from pipelines.report.training import training_languages
+
+    corpora, _, runs = _trained_inputs(tmp_path)
+    pl.DataFrame({"entity": ["Q1"], "vector": [[0.0]]}).write_parquet(tmp_path / "vectors.parquet")
+    corpora["entity_vectors"] = tmp_path / "vectors.parquet"
+    assert training_languages(runs["ft"], corpora) == ("de", "en")
+    assert training_languages(TrainedRun(sources=[(("xnli_groups",), ())]), corpora) == ("en", "fr", "ja")
+    # a table without a language column next to one with: the known one counts; alone: unknown
+    both = TrainedRun(sources=[(("bitext_pairs", "entity_vectors"), ())])
+    assert training_languages(both, corpora) == ("de", "en")
+    assert training_languages(TrainedRun(sources=[(("entity_vectors",), ())]), corpora) is None
+    assert training_languages(TrainedRun(), corpora) is None
+
+
+def test_long_curves_are_binned(tmp_path: Path) -> None:
+    from pipelines.report.training import MAX_POINTS, _binned
+
+    n = 2500
+    frame = pl.DataFrame({"step": range(1, n + 1), "loss": [float(i) for i in range(1, n + 1)]})
+    binned = _binned(frame, [], ["loss"], n)
+    assert binned.height == -(-n // 3) and binned.height <= MAX_POINTS  # bins of ceil(2500 / 1000) = 3 steps
+    assert binned.row(0) == (2.0, 2.0) and binned.row(-1) == (2500.0, 2500.0)
+    assert _binned(frame.head(10), [], ["loss"], 10).equals(frame.head(10))
+
+
+def test_bad_training_table_names_the_file(tmp_path: Path) -> None:
+    from pipelines.report.training import read_curves
+
+    pl.DataFrame({"step": [1], "lr": [0.1]}).write_parquet(tmp_path / "steps.parquet")
+    with pytest.raises(ValueError, match=r"steps\.parquet: not a train_steps table of run 'r': missing columns "
+                                         r"\['loss'\]"):
+        read_curves("r", {"train_steps": tmp_path / "steps.parquet"})
+
+
+def test_dag_evaluates_each_start_model_once_and_wires_the_report(tmp_path: Path) -> None:
+    import copy
+
+    from conftest import tiny_config_dict, write_config
+
+    from flows.config import load_config
+    from flows.dag import build_dag
+
+    models = {}
+    for name in ("base", "other"):
+        models[name] = tmp_path / "models" / name
+        models[name].mkdir(parents=True)
+        (models[name] / "config.json").write_text(f'{{"name": "{name}"}}')
+    cfg = tiny_config_dict(tmp_path / "data")
+    for run, start in (("a", "base"), ("b", "base"), ("c", "other")):
+        cfg["training"][run] = copy.deepcopy(cfg["training"]["tiny"])
+        cfg["training"][run]["encoder"] = {"pretrained": str(models[start]), "max_length": 32}
+    cfg["evaluation"]["models"] = {"peer_other": str(models["other"])}
+    nodes = build_dag(load_config(write_config(tmp_path / "c.yaml", cfg)))
+    # a and b share one start node keyed by the model's files; c's start is the peer naming the same folder
+    assert sorted(n for n in nodes if n.startswith("evaluate.")) == [
+        "evaluate.a", "evaluate.b", "evaluate.c", "evaluate.peer_other", "evaluate.start:base", "evaluate.tiny"]
+    start = nodes["evaluate.start:base"]
+    assert start.files == {"model/config.json": models["base"] / "config.json"} and start.config["model"] == "base"
+    report = nodes["report"]
+    runs = report.config["runs"]
+    assert {r: (v["start"], v["pretrained"]) for r, v in runs.items()} == {
+        "a": ("start:base", "base"), "b": ("start:base", "base"), "c": ("peer_other", "other"), "tiny": (None, None)}
+    assert runs["tiny"]["sources"][0] == [["xnli_groups"], []] and report.config["peers"] == ["peer_other"]
+    assert {f"train:{r}" for r in runs} | {"eval:evaluate.start:base"} <= set(report.deps)
+
+
+def test_trained_report_is_byte_identical_when_rebuilt(trained_report: Path, tmp_path: Path) -> None:
+    corpora, evals, runs = _trained_inputs(tmp_path / "inputs")
+    build_report(ReportSettings(), corpora, evals, "demo", tmp_path / "again", runs, ["peer"])
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    assert files(tmp_path / "again") == files(trained_report)

@@ -1,4 +1,5 @@
-"""Report figures as SVG text: grouped bars (per language / per run), run-vs-run scatter, alignment–uniformity.
+"""Report figures as SVG text: grouped bars (per language / per run, optionally in labelled blocks), run-vs-run
+scatter, alignment–uniformity, training curves.
 
 The alignment–uniformity plot follows Wang & Isola (2020) / SimCSE Fig. 2 (docs/methods.md §7.7; reference code
 ``SsnL/align_uniform``): x = uniformity, y = alignment, both lower-is-better. matplotlib is imported lazily and used
@@ -66,9 +67,11 @@ def _distinct(values: Sequence[str]) -> list[str]:
 
 
 def grouped_bars(frame: pl.DataFrame, *, category: str, group: str, value: str, title: str, label: str,
-                 horizontal: bool = False) -> str:
+                 horizontal: bool = False, blocks: Sequence[tuple[str, int, int]] = ()) -> str:
     """Bars of ``value`` per ``category`` (in first-appearance order), one bar per ``group`` (sorted) side by side;
-    a group without a value for a category leaves a gap."""
+    a group without a value for a category leaves a gap. ``blocks`` — (label, first, last) category positions,
+    inclusive — shades alternate runs of categories and names each one above the plot (vertical bars only: the
+    per-language charts use it to set trained languages apart from never-trained ones)."""
     cats = _distinct(frame[category].to_list())
     groups = sorted(set(frame[group].to_list()))
     colours = _colours(groups)
@@ -92,13 +95,32 @@ def grouped_bars(frame: pl.DataFrame, *, category: str, group: str, value: str, 
             ax.invert_yaxis()
             ax.set_xlabel(label)
         else:
-            ax.set_xticks(ticks, cats, rotation=90 if len(cats) > 8 else 0)
+            crowded = len(cats) > 8 or max((len(str(c)) for c in cats), default=0) > 8
+            ax.set_xticks(ticks, cats, rotation=90 if crowded else 0)
             ax.set_ylabel(label)
         if not horizontal:
             ax.set_ylim(top=ax.get_ylim()[1] * 1.05)
-        ax.set_title(title)
+            _shade_blocks(ax, blocks)
+        ax.set_title(title, pad=14 if blocks and not horizontal else 6, wrap=True)
         ax.legend(title=group, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         return svg_text(fig)
+
+
+def _shade_blocks(ax: Any, blocks: Sequence[tuple[str, int, int]]) -> None:
+    """Grey every other block of categories, draw a dashed divider between blocks and write each block's label
+    centred above it (in axes-fraction height, so the label stays above the bars whatever their values)."""
+    from matplotlib.transforms import blended_transform_factory
+
+    on_top = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, (text, first, last) in enumerate(blocks):
+        if i % 2 == 1:
+            ax.axvspan(first - 0.5, last + 0.5, color="#000000", alpha=0.06, linewidth=0)
+        if i:
+            ax.axvline(first - 0.5, color="#555555", linewidth=0.8, linestyle="--")
+        ax.text((first + last) / 2, 1.01, text, transform=on_top, ha="center", va="bottom", fontsize=7,
+                color="#333333")
+    if blocks:
+        ax.set_xlim(-0.5, blocks[-1][2] + 0.5)
 
 
 def scatter_runs(frame: pl.DataFrame, *, x: str, y: str, hue: str, title: str, xlabel: str, ylabel: str) -> str:
@@ -140,4 +162,60 @@ def alignment_uniformity(frame: pl.DataFrame) -> str:
         ax.set_ylabel("alignment (E ‖f(x)−f(y)‖²)")
         ax.set_title("Alignment vs uniformity")
         ax.legend(title="run", fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        return svg_text(fig)
+
+
+def training_curves(objectives: pl.DataFrame, steps: pl.DataFrame, dev: pl.DataFrame, *, title: str,
+                    best_step: int | None, log_loss: bool) -> str:
+    """Three panels over the training steps: loss per objective (``objectives``: step, objective, loss; plus the
+    weighted ``total`` from ``steps``: step, loss, lr; with a ``smooth`` column in both, the raw loss is drawn faint
+    under it), the learning rate, and the dev metric (``dev``: step, metric, value). ``best_step`` (the exported
+    checkpoint) is a dashed line on every panel and a star on the dev curve."""
+    names = _distinct(objectives["objective"].to_list())
+    colours = _colours(["total", *names])
+    with _figure(11.0, 3.2) as fig:
+        loss_ax, lr_ax, dev_ax = fig.subplots(1, 3)
+        series = [(n, objectives.filter(pl.col("objective") == n)) for n in names]
+        if len(names) > 1 and steps.height:
+            series.insert(0, ("total (weighted)", steps.with_columns(objective=pl.lit("total"))))
+        for name, sub in series:
+            colour = colours["total" if name == "total (weighted)" else name] if len(names) > 1 else PALETTE[0]
+            x = sub["step"].to_numpy()
+            if "smooth" in sub.columns:  # raw values faint, their moving average drawn over them
+                loss_ax.plot(x, sub["loss"].to_numpy(), color=colour, linewidth=0.6, alpha=0.3)
+                loss_ax.plot(x, sub["smooth"].to_numpy(), color=colour, linewidth=1.1, label=name)
+            else:
+                loss_ax.plot(x, sub["loss"].to_numpy(), color=colour, linewidth=0.9, label=name)
+        if log_loss:
+            from matplotlib.ticker import FuncFormatter, NullFormatter
+
+            loss_ax.set_yscale("log")  # tick labels as plain numbers: mathtext is off (text.parse_math)
+            loss_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            loss_ax.yaxis.set_minor_formatter(NullFormatter())
+        loss_ax.set_title("loss per objective")
+        loss_ax.set_xlabel("step")
+        loss_ax.legend(fontsize=6)
+        lr_ax.plot(steps["step"].to_numpy(), steps["lr"].to_numpy(), color="#444444", linewidth=1.0)
+        lr_ax.set_title("learning rate")
+        lr_ax.set_xlabel("step")
+        lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        if dev.height:
+            for j, metric in enumerate(_distinct(dev["metric"].to_list())):
+                sub = dev.filter(pl.col("metric") == metric)
+                dev_ax.plot(sub["step"].to_numpy(), sub["value"].to_numpy(), marker="o", markersize=3,
+                            color=PALETTE[j % len(PALETTE)], label=metric)
+                best = sub.filter(pl.col("step") == best_step) if best_step is not None else sub.clear()
+                if best.height:
+                    dev_ax.scatter(best["step"].to_numpy(), best["value"].to_numpy(), marker="*", s=120,
+                                   color="#d62728", zorder=3, label=f"best (step {best_step})")
+            dev_ax.legend(fontsize=6)
+        else:
+            dev_ax.text(0.5, 0.5, "no dev evaluation\n(training.*.dev not set)", ha="center", va="center",
+                        transform=dev_ax.transAxes, color="#666666")
+        dev_ax.set_title("dev metric")
+        dev_ax.set_xlabel("step")
+        if best_step is not None:
+            for ax in (loss_ax, lr_ax, dev_ax):
+                ax.axvline(best_step, color="#d62728", linewidth=0.8, linestyle="--")
+        fig.suptitle(title)
         return svg_text(fig)

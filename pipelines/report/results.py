@@ -11,18 +11,24 @@ V-measure, percent for xSIM error, raw for alignment, uniformity and thresholds.
 Headline numbers: Tatoeba, xSIM and alignment/uniformity show their aggregate rows (``xnli14``, ``xtreme36``, ``all``,
 or ``N languages``); where a run has none, the plain mean over its per-language rows is shown as subset ``mean``. The
 other tasks show every subset (BUCC per pair and threshold protocol, STS per dataset/track, clustering per language).
+
+A trained run that began from a pretrained model is set beside that start model's rows (evaluated by its own node
+in ``flows/dag.py``) with a Δ column (run − start, in the metric's scale) in the headline comparison and in every
+per-task table; ``evaluation.models`` peers stand beside it too. Per-language charts (Tatoeba, xSIM, clustering, STS)
+put the languages a run trained on before those it never saw, in labelled blocks, when training languages are known.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
 
 from pipelines.report import plots
 from pipelines.report.document import Block, Figure, Section, Table, Text, safe_name
+from pipelines.report.training import subset_languages
 
 EVAL_RESULTS_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.Utf8(), "model": pl.Utf8(), "task": pl.Utf8(), "variant": pl.Utf8(), "subset": pl.Utf8(),
@@ -41,6 +47,7 @@ TASKS = {
     "xsim": "xSIM (margin retrieval error)",
     "geometry": "Alignment and uniformity",
     "langid": "Language-identification probe",
+    "pair_classification": "Pair classification (paraphrase detection)",
 }
 VARIANTS = {
     "canonical": "the project's recommended protocol (methods §7; cosine, real denominators)",
@@ -66,17 +73,21 @@ HEADLINE_METRICS = {  # per task: the first of these present for a variant is it
     "xsim": ("error_rate",),
     "geometry": ("alignment", "uniformity"),
     "langid": ("accuracy",),
+    "pair_classification": ("max_ap", "cosine_ap", "max_f1", "max_accuracy"),  # max_ap: mteb's PAWS-X main score
 }
 MEAN_TASKS = frozenset({"tatoeba", "xsim", "geometry"})
 EVERY_METRIC_TASKS = frozenset({"geometry"})
-PER_LANGUAGE_PLOTS = ("tatoeba", "clustering", "sts")
+PER_LANGUAGE_PLOTS = ("tatoeba", "xsim", "clustering", "sts", "pair_classification")
 METRICS_ORDER = ("accuracy_mean", "accuracy_xx_en", "accuracy_en_xx", "f1", "precision", "recall", "threshold",
                  "spearman", "pearson", "hungarian_accuracy", "v_measure", "accuracy", "error_rate", "alignment",
-                 "uniformity")
-RAW_METRICS = frozenset({"alignment", "uniformity", "threshold"})
+                 "uniformity", "max_ap", "cosine_ap", "max_f1", "cosine_f1", "max_accuracy", "cosine_accuracy",
+                 "max_precision", "cosine_precision", "max_recall", "cosine_recall", "cosine_f1_threshold",
+                 "cosine_accuracy_threshold")
+RAW_METRICS = frozenset({"alignment", "uniformity", "threshold", "cosine_f1_threshold", "cosine_accuracy_threshold"})
 LOWER_IS_BETTER = frozenset({"error_rate", "alignment", "uniformity"})
-SCALES = ("Values in points (×100) for accuracies, F1, precision, recall, correlations and V-measure; xSIM error rate "
-          "in percent; alignment, uniformity and thresholds raw (lower alignment/uniformity is better).")
+SCALES = ("Values in points (×100) for accuracies, F1, precision, recall, average precision, correlations and "
+          "V-measure; xSIM error rate in percent; alignment, uniformity and thresholds raw (lower alignment/uniformity "
+          "is better).")
 
 
 # -- reading ----------------------------------------------------------------------------------------------------
@@ -185,16 +196,37 @@ def format_value(metric: str, value: float | None) -> str:
     return f"{value:.4f}" if metric in RAW_METRICS else f"{value:.2f}"
 
 
+def format_delta(metric: str, value: float | None) -> str:
+    """A difference with its sign (``+1.25``, ``-0.0300``), in the metric's own scale."""
+    text = format_value(metric, value)
+    return text if value is None or math.isnan(value) or text.startswith("-") else f"+{text}"
+
+
 def formatted(df: pl.DataFrame, value: str = "value", out: str = "value_text") -> pl.DataFrame:
     texts = [format_value(m, v) for m, v in zip(df["metric"], df[value], strict=True)]
     return df.with_columns(pl.Series(out, texts, dtype=pl.Utf8))
 
 
-def runs_as_columns(long: pl.DataFrame, index: Sequence[str], runs: Sequence[str]) -> pl.DataFrame:
-    """Long rows (one per run) → one row per ``index`` with a formatted value column per run (``–`` where absent)."""
+def delta_column(run: str, start: str) -> str:
+    return f"Δ ({run} − {start})"
+
+
+def runs_as_columns(long: pl.DataFrame, index: Sequence[str], runs: Sequence[str],
+                    deltas: Sequence[tuple[str, str]] = ()) -> pl.DataFrame:
+    """Long rows (one per run) → one row per ``index`` (which includes ``metric``) with a formatted value column per
+    run (``–`` where absent), then a signed ``Δ (run − start)`` column per (run, start) of ``deltas``."""
     text = formatted(long)
     wide = text.pivot(on="run", on_columns=list(runs), index=list(index), values="value_text")
-    return ordered(wide).with_columns(pl.col(r).fill_null("–") for r in runs)
+    names = [delta_column(r, s) for r, s in deltas]
+    if deltas:
+        nums = long.pivot(on="run", on_columns=list(runs), index=list(index), values="value")
+        diff = nums.select(*index, *((pl.col(r) - pl.col(s)).alias(n) for (r, s), n in zip(deltas, names,
+                                                                                            strict=True)))
+        diff = diff.with_columns(pl.Series(n, [format_delta(m, v) for m, v in zip(diff["metric"], diff[n],
+                                                                                  strict=True)], dtype=pl.Utf8)
+                                 for n in names)
+        wide = wide.join(diff, on=list(index), how="left", nulls_equal=True)
+    return ordered(wide).with_columns(pl.col(c).fill_null("–") for c in (*runs, *names))
 
 
 def variant_label(variant: str) -> str:
@@ -235,11 +267,12 @@ def headlines(results: pl.DataFrame) -> pl.DataFrame:
 
 
 # -- sections ---------------------------------------------------------------------------------------------------
-def _runs_table(results: pl.DataFrame) -> pl.DataFrame:
-    return (results.group_by("run").agg(model=pl.col("model").unique().sort().str.join(", "),
-                                        tasks=pl.col("task").unique().sort().str.join(", "),
-                                        rows=pl.len())
-            .sort("run"))
+def _runs_table(results: pl.DataFrame, roles: Mapping[str, str]) -> pl.DataFrame:
+    table = (results.group_by("run").agg(model=pl.col("model").unique().sort().str.join(", "),
+                                         tasks=pl.col("task").unique().sort().str.join(", "),
+                                         rows=pl.len())
+             .sort("run"))
+    return table.with_columns(pl.Series("role", [roles.get(r, "–") for r in table["run"]], dtype=pl.Utf8))
 
 
 def _variant_legend(df: pl.DataFrame) -> Text:
@@ -247,15 +280,53 @@ def _variant_legend(df: pl.DataFrame) -> Text:
     return Text("Variants: " + "; ".join(f"`{v}` — {variant_label(v)}" for v in variants) + ".")
 
 
-def _per_language_figure(task: str, variant: str, metric: str, rows: pl.DataFrame) -> Figure | None:
+NEVER_TRAINED, OTHER = "never trained", "no language"
+
+
+def language_blocks(data: pl.DataFrame, trained: Mapping[str, frozenset[str]]) -> tuple[pl.DataFrame, list[str]]:
+    """Per-language rows → (the rows sorted by block, then report order; the block labels in order). A subset's block
+    says which trained runs saw all of its languages in training (``trained``: run → ISO 639-3 codes; only runs
+    present in ``data`` count): ``trained`` (all of them; ``trained by A, B`` when only some), ``never trained``,
+    and last ``no language`` for subsets whose ``languages`` name no code."""
+    known = {r: langs for r, langs in trained.items() if r in set(data["run"])}
+    subsets = data.select("subset", "languages").unique(subset="subset", keep="first", maintain_order=True)
+    labels = []
+    for languages in subsets["languages"]:
+        codes = subset_languages(languages)
+        who = [r for r in sorted(known) if codes and codes <= known[r]]
+        labels.append(OTHER if not codes else NEVER_TRAINED if not who else
+                      "trained" if len(who) == len(known) else f"trained by {', '.join(who)}")
+    blocks = pl.DataFrame({"subset": subsets["subset"], "_block": pl.Series(labels, dtype=pl.Utf8)})
+    present = set(labels)
+    order = (["trained"] if "trained" in present else []) + sorted(
+        b for b in present if b.startswith("trained by ")) + [b for b in (NEVER_TRAINED, OTHER) if b in present]
+    ranked = ordered(data.join(blocks, on="subset", how="left")).with_columns(_rank=_rank("_block", order))
+    return ranked.sort("_rank", maintain_order=True).drop("_rank"), order
+
+
+def _per_language_figure(task: str, variant: str, metric: str, rows: pl.DataFrame,
+                         trained: Mapping[str, frozenset[str]]) -> Figure | None:
     data = rows.filter(~is_aggregate())
     if not data.height:
         return None
-    what = {"tatoeba": "language", "clustering": "language", "sts": "dataset/track"}[task]
+    what = {"tatoeba": "language", "xsim": "language pair", "clustering": "language", "sts": "dataset/track",
+            "pair_classification": "language"}[task]
     title = f"{TASKS[task]} — {variant} — {metric} per {what}"
-    svg = plots.grouped_bars(ordered(data), category="subset", group="run", value="value", title=title,
-                             label=metric)
-    return Figure(safe_name(f"{task}_{variant}_{metric}_per_subset"), svg, title)
+    caption = title
+    blocks: list[tuple[str, int, int]] = []
+    if any(r in trained for r in set(data["run"])):
+        data, order = language_blocks(data, trained)
+        cats = data.unique(subset="subset", keep="first", maintain_order=True)["_block"].to_list()
+        blocks = [(b, cats.index(b), len(cats) - 1 - cats[::-1].index(b)) for b in order]
+        caption += "; languages a trained run saw in its training corpora first, then those it never saw"
+        data = data.drop("_block")
+    else:
+        data = ordered(data)
+    if metric in LOWER_IS_BETTER:
+        caption += " (lower is better)"
+    svg = plots.grouped_bars(data, category="subset", group="run", value="value", title=title, label=metric,
+                             blocks=blocks)
+    return Figure(safe_name(f"{task}_{variant}_{metric}_per_subset"), svg, caption)
 
 
 def _geometry_figure(rows: pl.DataFrame) -> Figure | None:
@@ -279,24 +350,76 @@ def _headline_figure(head: pl.DataFrame) -> Figure | None:
                                                         title=title, label="value", horizontal=True), title)
 
 
-def evaluation_sections(results: pl.DataFrame, with_plots: bool = True) -> list[Section]:
-    """The ``Evaluation`` section (runs, headline numbers) and one sub-section per task."""
+def _comparison_blocks(results: pl.DataFrame, run: str, start: str | None, peers: Sequence[str]) -> list[Block]:
+    """One trained run beside its start model (with Δ = run − start) and the peers: headline rows over the keys the
+    run has (and its start too, so that a computed ``mean`` averages the same subsets on both sides)."""
+    if start is None:
+        text = (f"**`{run}`** was trained from scratch (no `encoder.pretrained`): there is no start model to "
+                "compare it with")
+    elif start not in set(results["run"]):
+        text = f"**`{run}`** began from `{start}`, which has no evaluation results"
+        start = None
+    else:
+        text = f"**`{run}`** against its start model `{start}` (Δ = {run} − {start})"
+    group = [r for r in dict.fromkeys((run, *([start] if start else []), *peers)) if r in set(results["run"])]
+    if len(group) < 2:
+        return [Text(text + (" nor an `evaluation.models` peer." if start is None else "."))]
+    keys = results.filter(pl.col("run") == run).select(*KEY)
+    if start is not None:
+        keys = keys.join(results.filter(pl.col("run") == start).select(*KEY), on=list(KEY), how="semi",
+                         nulls_equal=True)
+    rows = results.filter(pl.col("run").is_in(group)).join(keys, on=list(KEY), how="semi", nulls_equal=True)
+    peers_in = [p for p in group if p not in (run, start)]
+    text += f"; beside the peer(s) {', '.join(f'`{p}`' for p in peers_in)}." if peers_in else "."
+    table = runs_as_columns(headlines(rows), KEY, group, [(run, start)] if start else [])
+    delta = [delta_column(run, start)] if start else []
+    table = table.select(*KEY, run, *([start] if start else []), *delta, *peers_in)  # Δ beside its two columns
+    return [Text(text), Table(table.filter(pl.col(run) != "–"))]
+
+
+def comparison_section(results: pl.DataFrame, starts: Mapping[str, str | None], peers: Sequence[str]) -> Section:
+    """``Trained runs against their start models``: per trained run (sorted) its comparison blocks."""
+    sec = Section("Trained runs against their start models and peers", level=3)
+    sec.blocks.append(Text("Headline numbers of each trained run beside the model it began from (`encoder.pretrained`,"
+                           " evaluated once by its own node) and the `evaluation.models` peers. " + SCALES))
+    for run in sorted(starts):
+        if run in set(results["run"]):
+            sec.blocks += _comparison_blocks(results, run, starts[run], peers)
+        else:
+            sec.blocks.append(Text(f"**`{run}`** has no evaluation results."))
+    return sec
+
+
+def evaluation_sections(results: pl.DataFrame, with_plots: bool = True, *,
+                        starts: Mapping[str, str | None] | None = None, peers: Sequence[str] = (),
+                        trained: Mapping[str, frozenset[str]] | None = None,
+                        roles: Mapping[str, str] | None = None) -> list[Section]:
+    """The ``Evaluation`` section (runs, headline numbers), the start-model comparison and one sub-section per task.
+
+    ``starts``: trained run → the run name of its start model's results (None: trained from scratch); ``peers``:
+    the ``evaluation.models`` runs; ``trained``: trained run → ISO 639-3 codes of its training languages (runs whose
+    languages are unknown are left out); ``roles``: run → its role, shown in the runs table."""
+    starts, trained, roles = dict(starts or {}), dict(trained or {}), dict(roles or {})
     top = Section("Evaluation")
     if not results.height:
         top.blocks.append(Text("No evaluation results."))
         return [top]
     with_plots = with_plots and plots.available()
     runs = sorted(set(results["run"]))
+    deltas = [(r, s) for r, s in sorted(starts.items()) if s is not None and r in runs and s in runs]
     head = headlines(results)
     top.blocks += [Text(f"Runs ({len(runs)}), with the content id of each evaluated model:"),
-                   Table(_runs_table(results)),
-                   Text("Headline numbers (runs as columns). " + SCALES),
-                   Table(runs_as_columns(head, KEY, runs)), _variant_legend(results)]
+                   Table(_runs_table(results, roles)),
+                   Text("Headline numbers (runs as columns"
+                        + ("; Δ = trained run − its start model" if deltas else "") + "). " + SCALES),
+                   Table(runs_as_columns(head, KEY, runs, deltas)), _variant_legend(results)]
     if with_plots and (fig := _headline_figure(head)) is not None:
         top.blocks.append(fig)
     if not with_plots:
         top.blocks.append(Text("_Plots omitted: matplotlib is not installed._"))
     sections = [top]
+    if starts:
+        sections.append(comparison_section(results, starts, peers))
     chosen = headline_metrics(results)
     for task in in_order(results["task"], tuple(TASKS)):
         rows = results.filter(pl.col("task") == task)
@@ -305,10 +428,11 @@ def evaluation_sections(results: pl.DataFrame, with_plots: bool = True) -> list[
         for variant in in_order(rows["variant"], tuple(VARIANTS)):
             vrows = rows.filter(pl.col("variant") == variant)
             blocks: list[Block] = [Text(f"**Variant `{variant}`** — {variant_label(variant)}."),
-                                   Table(runs_as_columns(vrows, ["subset", "languages", "metric"], runs))]
+                                   Table(runs_as_columns(vrows, ["subset", "languages", "metric"], runs, deltas))]
             if with_plots and task in PER_LANGUAGE_PLOTS:
                 for metric in chosen.filter((pl.col("task") == task) & (pl.col("variant") == variant))["metric"]:
-                    fig = _per_language_figure(task, variant, metric, vrows.filter(pl.col("metric") == metric))
+                    fig = _per_language_figure(task, variant, metric, vrows.filter(pl.col("metric") == metric),
+                                               trained)
                     blocks += [fig] if fig is not None else []
             sec.blocks += blocks
         if with_plots and task == "geometry" and (fig := _geometry_figure(rows)) is not None:
