@@ -289,9 +289,9 @@ def run_polysent(data: Path, work: Path, t0: float, dtype: str = "float32") -> d
                                   bucc=None, classification=None, xsim=None, geometry=None, langid=None, dtype=dtype)
     res = evaluate_model(settings, model_dir(), tables, out, run="minilm", cache_root=None, progress=False)
     t_eval = time.perf_counter()
-    inner = res["stats"]["seconds"]
+    inner = res.stats["seconds"]
     return {"side": "polysent", "results": str(out / "eval_results.parquet"), "threads": torch.get_num_threads(),
-            "sentences": res["stats"]["sentences"], "rows": built.stats["rows"], "phases": inner,
+            "sentences": res.stats["sentences"], "rows": built.stats["rows"], "phases": inner,
             "seconds": {"import": t_import - t0, "eval_sets": t_sets - t_import, "evaluate": t_eval - t_sets,
                         "model_load_and_write": (t_eval - t_sets) - sum(inner.values()), "total": t_eval - t0}}
 

@@ -1,6 +1,6 @@
 """EASE's training corpus from the real Wikipedia samples: the tables the trainer's ``ease`` objective reads.
 
-:func:`prepare_ease` runs the EASE part of the pipeline's DAG (``flows/dag_wiki.py``) without Prefect, the DAG or the
+:func:`prepare_ease` runs the EASE part of the pipeline's DAG (``flows/stages/wiki.py``) without Prefect, the DAG or the
 artifact cache, calling the same stage functions with the same arguments in the same order::
 
     wikidata ─────────────────────────────────────────┐
@@ -44,6 +44,7 @@ from typing import Any
 import pyarrow.dataset as ds
 import yaml
 
+from contract import StageResult
 from pipelines.wikidata import WikidataSettings, build_entities
 from pipelines.wikipedia.dump_reader import dump_kind, sibling_index
 from pipelines.wikipedia.entities import EntitySettings, build_entity_tables
@@ -51,7 +52,6 @@ from pipelines.wikipedia.entity_vectors import EntityVectorSettings, build_entit
 from pipelines.wikipedia.extract import WikiSettings, build_wiki_shard, shard_ranges
 from pipelines.wikipedia.hard_negatives import HardNegativeSettings, build_hard_negatives
 from pipelines.wikipedia.resolve import build_wiki_language
-from warehouse.artifacts import StageResult
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("POLYSENT_SHARED_DATA", REPO.parent / "shared" / "data"))

@@ -476,9 +476,9 @@ def _train(condition: Condition, start: str, tables: dict[str, Path], out: Path,
     t0 = time.perf_counter()
     res = train(settings, tables, out, run_name=f"{condition.name}-{seed}", progress=False,
                 keep_checkpoints_after=False)
-    steps_t = pq.read_table(out / res["tables"]["train_steps"]).to_pylist()
-    return {"train_seconds": time.perf_counter() - t0, "final_loss": res["stats"]["final_loss"],
-            "device": res["stats"]["device"], "precision": res["stats"]["precision"],
+    steps_t = pq.read_table(out / res.tables["train_steps"]).to_pylist()
+    return {"train_seconds": time.perf_counter() - t0, "final_loss": res.stats["final_loss"],
+            "device": res.stats["device"], "precision": res.stats["precision"],
             "first_loss": steps_t[0].get("loss") if steps_t else None}
 
 

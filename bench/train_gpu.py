@@ -208,14 +208,14 @@ def run_training(model_dir: Path, table: Path, work: Path, *, batch: int, grad_c
     res = train(settings, {"bitext_pairs": table}, work, run_name=f"gpu-b{batch}", resume=False,
                 keep_checkpoints_after=False, progress=True)
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-    rows = pq.read_table(work / res["tables"]["train_steps"], columns=["step", "sentences", "seconds"]).to_pydict()
+    rows = pq.read_table(work / res.tables["train_steps"], columns=["step", "sentences", "seconds"]).to_pydict()
     timed = [i for i, s in enumerate(rows["step"]) if s > warmup]
     sentences = sum(rows["sentences"][i] for i in timed)
     seconds = sum(rows["seconds"][i] for i in timed)
     return {"batch": batch, "grad_cache": grad_cache, "steps": steps, "warmup": warmup,
             "sentences_per_step": rows["sentences"][timed[0]], "seconds_per_step": seconds / len(timed),
-            "sentences_per_second": sentences / seconds, "train_seconds": res["stats"]["train_seconds"],
-            "final_loss": res["stats"]["final_loss"], "peak_memory_bytes": peak,
+            "sentences_per_second": sentences / seconds, "train_seconds": res.stats["train_seconds"],
+            "final_loss": res.stats["final_loss"], "peak_memory_bytes": peak,
             "precision": "bf16 autocast" if device.type == "cuda" else "fp32"}
 
 

@@ -195,12 +195,12 @@ def train_and_score(name: str, objective: Any, *, minilm: Path, tables: dict[str
     t0 = time.perf_counter()
     res = train(settings, tables, out, run_name=name, progress=True, keep_checkpoints_after=False)
     wall = time.perf_counter() - t0
-    step_s = pq.read_table(out / res["tables"]["train_steps"], columns=["seconds"]).column("seconds").to_pylist()
+    step_s = pq.read_table(out / res.tables["train_steps"], columns=["seconds"]).column("seconds").to_pylist()
     model = SentenceEncoder.load(out / "model", pick_device("auto"))
     result = score(model, evaluator)
-    result.update({"train_seconds": wall, "loop_seconds": float(res["stats"]["train_seconds"]),
-                   "step_seconds": statistics.median(step_s[1:] or step_s), "final_loss": res["stats"]["final_loss"],
-                   "device": res["stats"]["device"]})
+    result.update({"train_seconds": wall, "loop_seconds": float(res.stats["train_seconds"]),
+                   "step_seconds": statistics.median(step_s[1:] or step_s), "final_loss": res.stats["final_loss"],
+                   "device": res.stats["device"]})
     return result
 
 

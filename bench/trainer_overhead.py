@@ -133,10 +133,10 @@ def run_trainer(spec: dict[str, Any]) -> dict[str, Any]:
     out = Path(spec["work"]) / "trainer"
     res = train(settings_for(spec), {"bitext_pairs": Path(spec["table"])}, out, run_name="overhead",
                 tokenizer_dir=_tokenizer_dir(spec), resume=False, keep_checkpoints_after=False, progress=True)
-    steps = pq.read_table(out / res["tables"]["train_steps"], columns=["loss", "seconds"]).to_pydict()
-    return {"side": "trainer", "seconds": res["stats"]["train_seconds"], "losses": steps["loss"],
+    steps = pq.read_table(out / res.tables["train_steps"], columns=["loss", "seconds"]).to_pydict()
+    return {"side": "trainer", "seconds": res.stats["train_seconds"], "losses": steps["loss"],
             "step_seconds": sum(steps["seconds"]), "threads": torch.get_num_threads(),
-            "parameters": res["stats"]["parameters"], "weights": str(out / "model" / "model.safetensors")}
+            "parameters": res.stats["parameters"], "weights": str(out / "model" / "model.safetensors")}
 
 
 def run_bare(spec: dict[str, Any]) -> dict[str, Any]:

@@ -196,12 +196,12 @@ def train_one(method: str, tables: dict[str, Any], out: Path, a: argparse.Namesp
     res = train(settings, {"bitext_pairs": tables["bitext_pairs"]}, out, run_name=f"{method}-{seed}",
                 tokenizer_dir=tables["tokenizer"], keep_checkpoints_after=False)
     wall = time.perf_counter() - t0
-    steps = pq.read_table(out / res["tables"]["train_steps"]).to_pydict()
+    steps = pq.read_table(out / res.tables["train_steps"]).to_pydict()
     model = SentenceEncoder.load(out / "model", pick_device("auto"))
     result = score(model, tables["eval_tatoeba"], tables["heldout"], a.max_pairs)
     last = {k: next((v for v in reversed(col) if v is not None), None) for k, col in steps.items()}
     result.update({"train_seconds": wall, "step_seconds": statistics.median(steps["seconds"][1:] or steps["seconds"]),
-                   "final_loss": res["stats"]["final_loss"], "last": last, "device": res["stats"]["device"]})
+                   "final_loss": res.stats["final_loss"], "last": last, "device": res.stats["device"]})
     return result
 
 

@@ -1,8 +1,14 @@
-"""The pipeline configuration: one YAML file → typed pydantic models.
+"""The pipeline configuration: one YAML file → typed settings.
 
 Unknown keys and wrong types stop the run before any node starts (``ConfigError``; the CLI exits with code 2) with
 a message naming the file, the line, the key path, the value and what was expected. Relative paths are resolved against
 the directory of the config file.
+
+Two readers, one per layer, each section read by exactly one: the data stages' sections (``sources``, ``corpora``,
+``report``, ``execution``) are pydantic models defined beside each stage in ``pipelines/``; the model stages' sections
+(``tokenizer``, ``training``, ``evaluation``: ``models.settings`` dataclasses) are read by ``models.settings_io`` — the
+same reader a bare GPU machine uses for ``python -m models.train`` job files, which cannot have pydantic (why, in its
+docstring). Their problems are reported together, in the order of the sections.
 """
 
 from __future__ import annotations
@@ -11,12 +17,14 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError, model_validator
+from pydantic_core import core_schema
 
-from models.settings import EvaluationSettings, Objective, TokenizerSettings, TrainSettings
+from models.settings import EvaluationSettings, TokenizerSettings, TrainSettings
+from models.settings_io import SettingsError, from_mapping, line_of, load_yaml, read_section, to_mapping
 from pipelines.bitext.sampling import BitextSettings
 from pipelines.bitext.sources import BitextSource
 from pipelines.eval_sets import EvalSetsSettings, EvalSources
@@ -87,14 +95,47 @@ class Execution(_Strict):
         return self
 
 
+# the sections models.settings_io reads (models.settings dataclasses), and their types
+MODEL_SECTIONS: dict[str, Any] = {"tokenizer": TokenizerSettings, "training": dict[str, TrainSettings],
+                                  "evaluation": EvaluationSettings}
+
+
+class ModelSection:
+    """``Annotated`` marker of a section holding ``models.settings`` dataclasses: pydantic neither reads nor describes
+    them — ``models.settings_io`` reads them (``load_config`` calls it for each such section with the file and line; a
+    direct ``PipelineConfig.model_validate`` goes through ``_validate``) and a dump is ``to_mapping``'s plain data
+    (``mode="python"``: ``dataclasses.asdict``, tuples kept)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        return core_schema.no_info_plain_validator_function(
+            self._validate, serialization=core_schema.plain_serializer_function_ser_schema(self._dump, info_arg=True))
+
+    def _validate(self, value: Any) -> Any:
+        try:
+            return from_mapping(MODEL_SECTIONS[self.key], value, where=self.key)
+        except SettingsError as exc:
+            raise ValueError(str(exc)) from None
+
+    @staticmethod
+    def _dump(value: Any, info: Any) -> Any:
+        if info.mode == "json":
+            return to_mapping(value)
+        if isinstance(value, dict):
+            return {k: dataclasses.asdict(v) for k, v in value.items()}
+        return dataclasses.asdict(value)
+
+
 class PipelineConfig(_Strict):
     name: str
     data_root: Path = Path("data")
     sources: Sources
     corpora: Corpora = Field(default_factory=Corpora)
-    tokenizer: TokenizerSettings = Field(default_factory=TokenizerSettings)
-    training: dict[str, TrainSettings] = Field(default_factory=dict)
-    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
+    tokenizer: Annotated[TokenizerSettings, ModelSection("tokenizer")] = Field(default_factory=TokenizerSettings)
+    training: Annotated[dict[str, TrainSettings], ModelSection("training")] = Field(default_factory=dict)
+    evaluation: Annotated[EvaluationSettings, ModelSection("evaluation")] = Field(default_factory=EvaluationSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
     execution: Execution = Field(default_factory=Execution)
 
@@ -106,20 +147,28 @@ class ConfigError(Exception):
 def load_config(path: Path | str, data_root: Path | None = None) -> PipelineConfig:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    try:
-        raw = yaml.safe_load(text)
-        tree = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raw, tree = load_yaml(path)
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(raw).__name__}")
+    order = list(PipelineConfig.model_fields)
+    problems: list[tuple[int, str]] = []  # (section's place in the config, message): reported in section order
+    sections = {}
+    for key, tp in MODEL_SECTIONS.items():
+        if key in raw:
+            try:
+                sections[key] = read_section(tp, raw[key], path, tree, at=(key,))
+            except SettingsError as exc:
+                problems += [(order.index(key), p) for p in exc.problems]
     try:
-        cfg = PipelineConfig.model_validate(raw)
+        cfg = PipelineConfig.model_validate({k: v for k, v in raw.items() if k not in MODEL_SECTIONS})
     except ValidationError as exc:
-        raise ConfigError("\n".join(_describe(path, tree, e) for e in _union_errors(raw, exc.errors()))) from None
+        problems += [(order.index(e["loc"][0]) if e["loc"] and e["loc"][0] in order else -1, _describe(path, tree, e))
+                     for e in exc.errors()]
+    if problems:
+        raise ConfigError("\n".join(p for _, p in sorted(problems, key=lambda p: p[0])))
+    cfg = cfg.model_copy(update=sections)
     base = path.resolve().parent
     cfg = _resolve_paths(cfg, base)
     models = {name: _model_location(m, base, f"{path}: evaluation.models.{name}")
@@ -144,7 +193,7 @@ def config_warnings(cfg: PipelineConfig, path: Path | str) -> list[str]:
         tree = None
 
     def at(*loc: Any) -> str:
-        line = _line_of(tree, loc)
+        line = line_of(tree, loc)
         return f"{path}:{line}" if line else str(path)
 
     out = []
@@ -194,37 +243,11 @@ def _resolve_paths(obj: Any, base: Path) -> Any:
     return obj
 
 
-# -- error messages --------------------------------------------------------------------------------------------
-def _union_errors(raw: Any, errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pydantic tries every member of a ``kind``-tagged union of dataclasses (training objectives) and reports each
-    member's complaint under its class name; keep only the member whose ``kind`` the input names, and drop the class
-    name from the key path."""
-    members = {cls.__name__: typing.get_type_hints(cls)["kind"].__args__[0] for cls in typing.get_args(Objective)}
-    out = []
-    for err in errors:
-        loc = list(err["loc"])
-        hit = next((i for i, part in enumerate(loc) if part in members), None)
-        if hit is None:
-            out.append(err)
-            continue
-        node: Any = raw
-        for part in loc[:hit]:
-            node = node[part] if isinstance(node, dict | list) and (isinstance(node, dict) or isinstance(part, int)) \
-                else None
-        kind = node.get("kind", "contrastive") if isinstance(node, dict) else None
-        if kind not in members.values() and loc[hit + 1:] == ["kind"]:
-            out.append({**err, "loc": tuple(loc[:hit] + loc[hit + 1:]),
-                        "msg": f"expected one of {', '.join(repr(k) for k in members.values())}"})
-        elif members[loc[hit]] == kind:
-            out.append({**err, "loc": tuple(loc[:hit] + loc[hit + 1:])})
-    unique = {(tuple(e["loc"]), e["msg"]): e for e in out}
-    return list(unique.values())
-
-
+# -- error messages of the pipeline sections (pydantic) --------------------------------------------------
 def _describe(path: Path, tree: yaml.Node | None, err: dict[str, Any]) -> str:
     loc = tuple(err["loc"])
     dotted = ".".join(str(p) for p in loc) or "(top level)"
-    line = _line_of(tree, loc)
+    line = line_of(tree, loc)
     where = f"{path}:{line}" if line else str(path)
     value = err.get("input")
     if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
@@ -249,25 +272,6 @@ _BOUNDS = {"greater_than": (">", "gt"), "greater_than_equal": ("≥", "ge"), "le
            "less_than_equal": ("≤", "le")}
 
 
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
-    line = node.start_mark.line + 1 if node is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if k.value == str(part):
-                    line = k.start_mark.line + 1
-                    node = v
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     tp: Any = PipelineConfig
     for part in loc:
@@ -281,18 +285,11 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
             tp = typing.get_args(tp)[0]
         elif isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
             tp = tp.model_fields[part].annotation
-        elif dataclasses.is_dataclass(tp):
-            hints = typing.get_type_hints(tp)
-            if part not in hints:
-                return []
-            tp = hints[part]
         else:
             return []
     tp = _unwrap(tp)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return list(tp.model_fields)
-    if dataclasses.is_dataclass(tp):
-        return [f.name for f in dataclasses.fields(tp)]
     return []
 
 

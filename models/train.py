@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm.auto import tqdm
 
+from contract import StageResult
 from models import distributed, stage_versions
 from models.checkpoints import ResumeError, config_differences, latest_checkpoint, load_checkpoint, save_checkpoint
 from models.components import Component, build_components
@@ -49,7 +50,7 @@ from models.encoder import SentenceEncoder, pick_device
 from models.gradcache import embed_and_backward
 from models.pretrained import resolve_model
 from models.settings import RESUMABLE_CHANGES, TrainSettings
-from models.settings_io import SettingsError, from_mapping, to_mapping
+from models.settings_io import SettingsError, read_yaml, to_mapping
 
 log = logging.getLogger("polysent.models.train")
 STAGE_VERSION = stage_versions.TRAIN
@@ -150,7 +151,7 @@ def _oom_message(step: int, components: list[Component], settings: TrainSettings
 def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run_name: str = "run",
           tokenizer_dir: Path | None = None, dev_tables: Mapping[str, Path] | None = None,
           checkpoint_dir: Path | None = None, resume: bool = True, keep_checkpoints_after: bool = True,
-          tables_dir: str = "", progress: bool = True) -> dict[str, Any]:
+          tables_dir: str = "", progress: bool = True) -> StageResult:
     """Train one run and export its model to ``out/model``; returns the written tables (under ``out/tables_dir``:
     the pipeline puts them in ``_timings/``, outside the artifact's content hash, because they hold wall times) and
     summary stats. ``checkpoint_dir`` defaults to ``out/checkpoints``; ``resume`` continues from its newest
@@ -313,7 +314,7 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
     if best is not None:
         stats.update({"best_step": best[1], "best_dev": best[0], "dev_metric": dev.name if dev else None})
     log.info("%s: %d steps in %.1fs, final loss %.4f", run_name, settings.steps - start, seconds, final)
-    return {"tables": result_tables, "stats": stats}
+    return StageResult(tables=result_tables, stats=stats)
 
 
 # ---------------------------------------------------------------------------------------------- command line
@@ -333,16 +334,8 @@ class TrainJob:
 
 
 def load_job(path: Path) -> TrainJob:
-    """Read and validate a job file (YAML or JSON)."""
-    import yaml
-
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SettingsError(f"{path}: no such config file") from None
-    except yaml.YAMLError as exc:
-        raise SettingsError(f"{path}: not valid YAML: {exc}") from None
-    job = from_mapping(TrainJob, raw, where=str(path))
+    """Read and validate a job file (YAML or JSON) with the pipeline config's reader (``FILE:LINE: key: …``)."""
+    job = read_yaml(TrainJob, path)
     base = Path(path).resolve().parent
 
     def resolve(p: str) -> str:
@@ -384,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                     checkpoint_dir=Path(job.checkpoints) if job.checkpoints else None,
                     resume=job.resume and not a.no_resume, progress=not a.quiet)
         if distributed.rank() == 0:  # under torchrun every rank returns the same stats: print them once
-            print(json.dumps(res["stats"], indent=2))
+            print(json.dumps(res.stats, indent=2))
         if distributed.is_distributed():
             torch.distributed.barrier()  # on success only: a failed rank must exit, not wait for the others
     finally:

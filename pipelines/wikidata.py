@@ -88,8 +88,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from contract import StageResult
 from pipelines.language_codes import wiki_lang
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wikidata")
 STAGE_VERSION = "2"

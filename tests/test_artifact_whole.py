@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import tiny_config_dict, write_config
 
-from warehouse.artifacts import ArtifactRef, ArtifactStore, Outcome, StageResult
+from contract import StageResult
+from warehouse.artifacts import ArtifactRef, ArtifactStore, Outcome
 from warehouse.catalog import (
     CatalogError,
     RunRecord,

@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from warehouse.artifacts import ArtifactStore, Outcome, StageResult
+from contract import StageResult
+from warehouse.artifacts import ArtifactStore, Outcome
 from warehouse.layout import DataRoot
 from warehouse.manifest import Manifest
 

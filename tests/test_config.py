@@ -98,7 +98,8 @@ def test_objective_errors_name_the_objective_of_the_kind_given(tmp_path: Path) -
     assert re.search(r"training\.tiny\.objectives\.0\.colour: unknown key \(value 'red'\)", msg), msg
     assert "ContrastiveObjective" not in msg and "EaseObjective" not in msg and len(msg.splitlines()) == 1
     msg = _config_error(tmp_path, lambda c: c["training"]["tiny"]["objectives"][0].update(kind="triplet"))
-    assert re.search(r"training\.tiny\.objectives\.0\.kind: expected one of 'contrastive', 'mpcl'", msg), msg
+    assert re.search(r"training\.tiny\.objectives\.0\.kind: unknown objective kind \(value 'triplet'\); "
+                     r"expected one of 'contrastive', 'mpcl'", msg), msg
     msg = _config_error(tmp_path, lambda c: c["training"]["tiny"]["objectives"][1].update(temperature="hot"))
     assert "training.tiny.objectives.1.temperature" in msg and len(msg.splitlines()) == 1, msg
 

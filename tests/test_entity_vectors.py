@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import bz2
 import importlib.util
+import random
 import re
 import sys
+import threading
+import time
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -314,9 +317,35 @@ def test_stage_exports_vocabulary_vectors_of_the_pipeline_entities(tmp_path: Pat
     assert vec.schema["vector"] == pl.Array(pl.Float32, 8)
     assert "Q64" in set(vec["entity"])  # Berlin, by its en title
     assert result.stats["vocabulary"] == vocab.height
-    # one worker: a rebuild is byte-identical (the pipeline's kill-and-rerun guarantee), and the model is scratch
+    # one worker: a rebuild is byte-identical (the pipeline's kill-and-rerun guarantee), and the model is scratch —
+    # also when the stage runs on a worker thread beside threads that draw from the process-wide random streams, as
+    # Prefect's do (websocket frame masks, run names): the cause of issue 21's Dask-vs-threads difference
     again = tmp_path / "vec2"
     again.mkdir()
-    build_entity_vectors(settings, dump, dirs["entities"], dirs["lang-en"], again)
+    stop = threading.Event()
+
+    def neighbour() -> None:
+        while not stop.is_set():
+            random.random()
+            np.random.random()
+            time.sleep(0.001)
+
+    threads = [threading.Thread(target=neighbour, daemon=True),
+               threading.Thread(target=build_entity_vectors,
+                                args=(settings, dump, dirs["entities"], dirs["lang-en"], again))]
+    for t in threads:
+        t.start()
+    threads[1].join()
+    stop.set()
+    threads[0].join()
     assert (again / "entity_vectors.parquet").read_bytes() == (out / "entity_vectors.parquet").read_bytes()
     assert sorted(p.name for p in out.iterdir()) == ["entity_vectors.parquet"]
+
+
+@needs_w2v
+def test_training_errors_of_the_child_process_are_raised_with_their_message(tmp_path: Path) -> None:
+    """Training runs in a child process; its error comes back as the same exception type and message."""
+    dump = write_dump(tmp_path / "enwiki-tiny.xml.bz2")
+    with pytest.raises(ValueError, match=r"no entity is linked ≥ 100 times; lower min_entity_count"):
+        train_model(dump, tiny_settings(min_entity_count=100), tmp_path / "work", progress=False)
+    assert not list((tmp_path / "work").glob(".train-result*"))

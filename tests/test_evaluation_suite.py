@@ -139,7 +139,7 @@ def test_suite_on_the_sample_sets_scores_every_task_and_reuses_the_cache(tmp_pat
     settings = EvaluationSettings()
     (tmp_path / "a").mkdir()
     stats = evaluate_model(settings, model, sample_tables, tmp_path / "a", run="tiny", cache_root=tmp_path / "cache",
-                           progress=False)["stats"]
+                           progress=False).stats
     assert stats["encoded"] == stats["sentences"] > 1000 and stats["cached"] == 0
     res = pq.read_table(tmp_path / "a" / "eval_results.parquet").to_pylist()
     assert {r["task"] for r in res} == {"tatoeba", "bucc", "sts", "clustering", "xsim", "geometry"}
@@ -162,7 +162,7 @@ def test_suite_on_the_sample_sets_scores_every_task_and_reuses_the_cache(tmp_pat
     # evaluating the same model again: nothing encoded, byte-identical results
     (tmp_path / "b").mkdir()
     again = evaluate_model(settings, model, sample_tables, tmp_path / "b", run="tiny", cache_root=tmp_path / "cache",
-                           progress=False)["stats"]
+                           progress=False).stats
     assert again["encoded"] == 0 and again["cached"] == stats["sentences"]
     first, second = (tmp_path / d / "eval_results.parquet" for d in "ab")
     assert first.read_bytes() == second.read_bytes()

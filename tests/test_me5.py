@@ -352,7 +352,7 @@ def test_the_converted_model_trains_and_its_export_reloads(me5: Path, tmp_path: 
     texts = ["Guten Morgen.", "Good morning.", "Сегодня идёт дождь."]
     ours = SentenceEncoder.load(export).encode(texts)
     np.testing.assert_allclose(SentenceTransformer(str(export), device="cpu").encode(texts), ours, atol=1e-5)
-    assert res["stats"]
+    assert res.stats
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="no GPU: bf16 autocast runs on a GPU only")

@@ -340,7 +340,8 @@ def test_corpora_section_unchanged(tmp_path: Path) -> None:
 @pytest.fixture
 def warehouse(tmp_path: Path) -> Path:
     """A data root with published evaluation artifacts: an old and a newer one for mpcl, one for simcse."""
-    from warehouse.artifacts import ArtifactStore, StageResult
+    from contract import StageResult
+    from warehouse.artifacts import ArtifactStore
     from warehouse.catalog import set_current
     from warehouse.layout import DataRoot
 

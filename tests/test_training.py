@@ -19,6 +19,7 @@ import torch
 import yaml
 from conftest import REPO, SAMPLE
 
+from contract import StageResult
 from models.corpus_tables import CorpusError, load_groups
 from models.sampling import BatchPlan
 from models.settings import (
@@ -117,7 +118,7 @@ def _settings(**kw) -> TrainSettings:
     return TrainSettings(**{**base, **kw})
 
 
-def _train(settings: TrainSettings, corpora: dict[str, Path], out: Path, **kw) -> dict:
+def _train(settings: TrainSettings, corpora: dict[str, Path], out: Path, **kw) -> StageResult:
     from models.train import train
 
     tables = {k: v for k, v in corpora.items() if k not in ("tokenizer", "eval_tatoeba")}
@@ -192,7 +193,8 @@ def test_combined_objectives_train_log_and_export(tmp_path: Path, corpora: dict[
     assert [by_step[s] for s in steps["step"]] == pytest.approx(steps["loss"], rel=1e-9)
     dev = pq.read_table(tmp_path / "run" / "train_dev.parquet").to_pydict()
     assert dev["step"] == [2, 4] and dev["metric"] == ["tatoeba_accuracy"] * 2
-    assert res["stats"]["best_step"] in (2, 4)
+    assert isinstance(res, StageResult) and res.stats["best_step"] in (2, 4)
+    assert set(res.tables) >= {"train_steps", "train_objective_losses", "train_dev"}
     model_dir = tmp_path / "run" / "model"
     ours = SentenceEncoder.load(model_dir)
     assert ours.pooling == "cls" and ours.train_head is None  # the SimCSE MLP is training-only
@@ -229,7 +231,7 @@ def test_resume_reproduces_the_loss_sequence(tmp_path: Path, corpora: dict[str, 
     ckpts = sorted(p.name for p in (tmp_path / "resumed" / "checkpoints").iterdir())
     assert ckpts == ["step-00000002", "step-00000004"]
     res = _train(settings, corpora, tmp_path / "resumed")
-    assert res["stats"]["resumed_from"] == 4
+    assert res.stats["resumed_from"] == 4
     assert _losses(tmp_path / "resumed") == straight  # bit-identical on one machine
     exported = [p.read_bytes() for p in sorted((tmp_path / "resumed" / "model").glob("*.safetensors"))]
     assert exported == [p.read_bytes() for p in sorted((tmp_path / "straight" / "model").glob("*.safetensors"))]
@@ -303,7 +305,7 @@ def test_mse_distillation_refuses_a_teacher_of_another_dimension(tmp_path: Path,
     # the soft-label loss compares similarities: any teacher dimension works
     ok = _settings(objectives=(SoftLabelObjective(teacher=str(tmp_path / "teacher"), labels="average",
                                                   batch_size=6),), steps=2)
-    assert np.isfinite(_train(ok, corpora, tmp_path / "ok")["stats"]["final_loss"])
+    assert np.isfinite(_train(ok, corpora, tmp_path / "ok").stats["final_loss"])
 
 
 @pytest.mark.parametrize("labels", ["priority", "average"])

@@ -1,4 +1,4 @@
-"""Runs the EASE corpus stages in order without Prefect or the DAG (what ``flows/dag_wiki.py`` wires), for tests."""
+"""Runs the EASE corpus stages in order without Prefect or the DAG (what ``flows/stages/wiki.py`` wires), for tests."""
 
 from __future__ import annotations
 

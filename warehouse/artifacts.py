@@ -26,7 +26,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
@@ -36,6 +36,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from filelock import FileLock, Timeout
 
+# the stage contract lives in the dependency-free ``contract`` package (pipelines and models return it without
+# importing the storage layer); re-exported here because ``materialize`` takes builders returning it
+from contract import StageResult
 from warehouse.atomic import publish_dir, write_text_atomic
 from warehouse.hashing import hash_obj
 from warehouse.layout import DataRoot
@@ -44,14 +47,6 @@ from warehouse.manifest import CATALOG_DIR, MANIFEST_NAME, Manifest, content_has
 log = logging.getLogger("polysent.warehouse")
 
 _VERSIONED_PACKAGES = ("polars", "duckdb", "pyarrow", "torch", "transformers", "tokenizers", "numpy")
-
-
-@dataclass(frozen=True)
-class StageResult:
-    """What a stage function returns: its tables (name → path relative to the artifact folder) and free stats."""
-
-    tables: dict[str, str] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -198,6 +193,9 @@ class ArtifactStore:
         try:
             log.info("%s: building %s into %s", node, key[:12], tmp)
             result = build(tmp)
+            if not isinstance(result, StageResult):  # e.g. a stage still returning the old {"tables", "stats"} dict
+                raise TypeError(f"stage {stage} (node {node}) returned {type(result).__name__}, expected "
+                                "contract.StageResult")
             seconds = time.perf_counter() - t0
             for table, rel in result.tables.items():
                 if not (tmp / rel).exists():

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import torch
 
+from contract import StageResult
 from models import stage_versions
 from models.encoder import SentenceEncoder, pick_device
 from models.evaluation.embedding_cache import EmbeddingCache, folder_hash, model_id
@@ -489,7 +490,7 @@ TASKS: tuple[type[Task], ...] = (Tatoeba, Bucc, Sts, Clustering, Classification,
 
 def evaluate_model(settings: EvaluationSettings, model: Path | str, tables: Mapping[str, Path], out: Path, *,
                    run: str, model_hash: str | None = None, model_key: str | None = None,
-                   cache_root: Path | None = None, progress: bool = True) -> dict:
+                   cache_root: Path | None = None, progress: bool = True) -> StageResult:
     """Evaluate ``model`` (a sentence-transformers folder or hub id) on the ``eval_sets`` tables → ``eval_results``.
 
     ``model_hash`` names the model in the embedding cache (a trained model's artifact content hash); without it the
@@ -529,9 +530,9 @@ def evaluate_model(settings: EvaluationSettings, model: Path | str, tables: Mapp
         log.info("evaluate %s: %s → %d results (%.1f s)", run, task.name, len(results.rows) - before,
                  seconds[task.name])
     results.write(Path(out) / "eval_results.parquet")
-    return {"tables": {"eval_results": "eval_results.parquet"},
-            "stats": {"sentences": len(texts), "encoded": cache.encoded, "cached": cache.reused, "results":
-                      len(results.rows), "seconds": seconds}}
+    return StageResult(tables={"eval_results": "eval_results.parquet"},
+                       stats={"sentences": len(texts), "encoded": cache.encoded, "cached": cache.reused,
+                              "results": len(results.rows), "seconds": seconds})
 
 
 class _NoBar:

@@ -42,12 +42,12 @@ from typing import Any, ClassVar, Literal
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from contract import StageResult
 from pipelines.bitext.readers import count_pairs, iter_chunks
 from pipelines.language_codes import check_language, same_language
 from pipelines.leakage import EvalTextIndex, leakage_counts
 from pipelines.partitioned import write_partitioned
 from pipelines.text_normalise import normalise_series
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.bitext")
 STAGE_VERSION = "4"  # 3: CJK-weighted lengths; 4: no surviving pair → a schema-only bitext_pairs file

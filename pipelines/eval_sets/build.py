@@ -15,11 +15,11 @@ from pathlib import Path
 
 import polars as pl
 
+from contract import StageResult
 from pipelines.eval_sets import bucc, classification, clustering, langid, pair_classification, parallel, sts, tatoeba
 from pipelines.eval_sets.hub import Loader, load_hub
 from pipelines.eval_sets.lines import Skipped
 from pipelines.eval_sets.settings import EvalSetsSettings, EvalSources
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contract import StageResult
 from pipelines.leakage import EvalTextIndex, leakage_counts
 from pipelines.nli.readers import read_nli_triplets
 from pipelines.nli.sources import NliFileSource
@@ -37,7 +38,6 @@ from pipelines.text_normalise import normalise_series
 from pipelines.xnli.groups import LANGUAGE_PRESETS, resolve_languages
 from pipelines.xnli.readers import read_xnli, verify_alignment
 from pipelines.xnli.sources import XnliSource
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.nli")
 STAGE_VERSION = "3"  # 2: language draws and meaning ids by version-stable hashes; 3: no triple → a schema-only

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contract import StageResult
 from pipelines.report.corpora import corpora_section
 from pipelines.report.document import PLOTS_DIR, Block, Section, Text, figures, render_markdown
 from pipelines.report.html import render_html
 from pipelines.report.results import evaluation_sections, read_results
 from pipelines.report.training import TrainedRun, all_languages, training_languages, training_section
-from warehouse.artifacts import StageResult
 from warehouse.atomic import write_text_atomic
 
 # 2: no timestamp in report.md; 3: leakage section, bookkeeping tables not counted; 4: drop counts;

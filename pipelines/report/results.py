@@ -13,7 +13,7 @@ or ``N languages``); where a run has none, the plain mean over its per-language 
 other tasks show every subset (BUCC per pair and threshold protocol, STS per dataset/track, clustering per language).
 
 A trained run that began from a pretrained model is set beside that start model's rows (evaluated by its own node
-in ``flows/dag.py``) with a Δ column (run − start, in the metric's scale) in the headline comparison and in every
+in ``flows/stages``) with a Δ column (run − start, in the metric's scale) in the headline comparison and in every
 per-task table; ``evaluation.models`` peers stand beside it too. Per-language charts (Tatoeba, xSIM, clustering, STS)
 put the languages a run trained on before those it never saw, in labelled blocks, when training languages are known.
 """

@@ -23,8 +23,8 @@ from typing import Literal
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from contract import StageResult
 from pipelines.wikipedia.artifact_tables import scan_table
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.entities")
 STAGE_VERSION = "1"

@@ -54,11 +54,26 @@ unpacking (10⁸ Python objects: the ~5 GB and most of the remaining time). Repl
 ``np.frombuffer(raw)[:] = arr`` (tried, not applied here) gives 36.6 s and 1.03 GB. ``word_neg_power=0`` (uniform word
 negatives) skips the table: same run 18.4 s wall, 0.26 GB peak RSS — for tests, not for real models.
 
-Reproducibility: ``seed`` fixes the initial weights, the link-walk order and the page order (set in the parent, the
-global RNG states are restored afterwards). The training workers reseed from OS entropy (``np.random.seed()`` in
-their initialiser) and update the shared weights asynchronously (Hogwild): with several workers two runs give
-different vectors. With ``pool_size: 1`` :func:`_deterministic_workers` derives the worker's seed from ``seed`` and
-the vectors are identical run to run (tested), which the pipeline's byte-identical rebuilds need.
+Reproducibility: ``seed`` fixes the initial weights, the link-walk order and the page order. The training workers
+reseed from OS entropy (``np.random.seed()`` in their initialiser) and update the shared weights asynchronously
+(Hogwild): with several workers two runs give different vectors. With ``pool_size: 1`` :func:`_deterministic_workers`
+derives the worker's seed from ``seed`` and the vectors are identical run to run (tested), which the pipeline's
+byte-identical rebuilds need.
+
+Those seeds live in the *process-wide* ``random`` and ``numpy.random`` streams, and wikipedia2vec draws the page
+order (``random.shuffle``) in its pool's task-handler thread, a moment after the weights. Any other thread of the
+process that draws from ``random`` in between shifts the stream. In a ``polysent run`` such threads exist: Prefect's
+event client draws a ``random.getrandbits(32)`` mask for every websocket frame it sends (task-run state events of the
+other nodes, or of the previous task on the same Dask worker, sent asynchronously) and Prefect names runs with
+``coolname`` (``random.randrange``); a Dask worker's own threads draw too. Whether a draw lands inside that window
+depends on timing, so the Dask run and the thread pool gave different vectors now and then, mostly on a busy machine
+(issue 21). So all training steps run in a fresh child interpreter (:func:`_train_in_child`) that has no other thread
+drawing numbers, with fixed thread counts and hash seed (:data:`TRAIN_ENV`), whichever process starts it (a Prefect
+thread, a Dask worker, a test); on a quiet machine its vectors are the same bytes as before. The child and its pool
+workers die with the process that started it (``pipelines/worker_lifetime.py``). Measured with
+``python -m bench.entity_vectors_determinism --repeat 10`` (the stage on the sample, 2 CPU burners on 2 shared cores):
+before, the stage on a Dask LocalCluster worker gave the quiet run's bytes 4 times in 10, on a thread beside a thread
+drawing ``random`` every millisecond 0 times in 10; after, 10/10 and 10/10.
 
 Only load trusted model files: ``.pkl`` models are unpickled (joblib).
 """
@@ -68,7 +83,10 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -85,9 +103,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from contract import StageResult
 from pipelines.wikipedia.artifact_tables import scan_table
 from pipelines.wikipedia.wikitext import normalize_title
-from warehouse.artifacts import StageResult
+from pipelines.worker_lifetime import die_with, fork_children_die_with_me
 from warehouse.atomic import atomic_path, write_text_atomic
 
 if TYPE_CHECKING:  # wikipedia2vec is optional: only for annotations
@@ -185,9 +204,10 @@ _lg_dump_db: DumpDB | None = None
 _lg_dictionary: Dictionary | None = None
 
 
-def _lg_init_worker(dump_db: DumpDB, dictionary_obj: dict) -> None:
+def _lg_init_worker(owner: int, dump_db: DumpDB, dictionary_obj: dict) -> None:
     from wikipedia2vec import Dictionary
 
+    die_with(owner)  # no orphan if the run is killed
     global _lg_dump_db, _lg_dictionary
     _lg_dump_db = dump_db
     _lg_dictionary = Dictionary.load(dictionary_obj)
@@ -228,7 +248,7 @@ def build_link_graph(
     page_rows: list[np.ndarray] = []
     target_rows: list[np.ndarray] = []
     pages_with_entity = 0
-    init_args = (dump_db, dictionary.serialize(shared_array=True))
+    init_args = (os.getpid(), dump_db, dictionary.serialize(shared_array=True))
     with closing(Pool(pool_size, initializer=_lg_init_worker, initargs=init_args)) as pool, tqdm(
         total=dump_db.page_size(), mininterval=0.5, disable=not progressbar, desc="link graph"
     ) as bar:
@@ -288,10 +308,11 @@ def _deterministic_workers(settings: EntityVectorSettings) -> Iterator[None]:
     from it; with ``pool_size == 1`` there are no concurrent updates either, so seeding that call from
     ``settings.seed`` makes the model identical from run to run (the artifact is then byte-reproducible, which the
     pipeline's kill-and-rerun guarantee needs). The worker inherits the patched function only when it is *forked*:
-    wikipedia2vec's ``Pool`` takes the default start method, which is ``spawn`` inside a process that was itself
-    spawned (a Dask worker: ``polysent run --dask``; macOS) — so the default is set to ``fork`` for the duration
-    where the platform has it (found by the Dask scale-out test: different vectors than the thread pool's). Both are
-    restored here. With several workers updates race (Hogwild), so nothing is patched.
+    wikipedia2vec's ``Pool`` takes the default start method, which is not ``fork`` everywhere (``spawn`` on macOS
+    and in a process that multiprocessing spawned; ``forkserver`` from Python 3.14 on Linux) — so the default is set
+    to ``fork`` for the duration where the platform has it. Forking is safe here: this runs in the single-threaded
+    training child (:func:`_train_in_child`). Both are restored here. With several workers updates race (Hogwild),
+    so nothing is patched.
     """
     if settings.pool_size != 1:
         yield
@@ -325,13 +346,12 @@ def train_model(dump: Path, settings: EntityVectorSettings, work: Path, progress
     Steps (each written atomically into ``work``): ``dump.db`` (LMDB of parsed pages), ``dictionary.pkl``,
     ``link_graph.pkl`` (with the shape fix, if ``settings.link_graph``), ``mention_db.pkl`` (if
     ``settings.link_mentions``), ``model.pkl``, and ``model.json`` (settings, counts, timings).
+
+    The steps run in a child process of their own (:func:`_train_in_child`): wikipedia2vec draws from the
+    process-wide ``random`` / ``numpy.random`` streams, which the threads of a Prefect or Dask process draw from
+    too (see "Reproducibility" in the module docstring). Errors of the child are raised here with their message.
     """
     _import_wikipedia2vec(internals=True)
-    from wikipedia2vec import Dictionary, DumpDB, Wikipedia2Vec
-    from wikipedia2vec.mention_db import MentionDB
-    from wikipedia2vec.utils.tokenizer import get_default_tokenizer, get_tokenizer
-    from wikipedia2vec.utils.wiki_dump_reader import WikiDumpReader
-
     dump, work = Path(dump), Path(work)
     if not dump.is_file():
         raise FileNotFoundError(f"Wikipedia dump not found: {dump}")
@@ -341,6 +361,78 @@ def train_model(dump: Path, settings: EntityVectorSettings, work: Path, progress
     if settings.mode != "train":
         log.warning("train_model called with entity-vector mode %r", settings.mode)
     work.mkdir(parents=True, exist_ok=True)
+    return _train_in_child(dump, settings, work, progress)
+
+
+# the training child's environment: the same thread counts whether it is started by the main process or by a Dask
+# worker (whose nanny sets these to 1), and one str hash order
+TRAIN_ENV = {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_TRAIN_RESULT = ".train-result.json"
+_CHILD_ERRORS: dict[str, type[BaseException]] = {
+    e.__name__: e for e in (ValueError, FileNotFoundError, RuntimeError, IndexError, ImportError, MemoryError,
+                            EntityModelError)}
+
+
+def _train_in_child(dump: Path, settings: EntityVectorSettings, work: Path, progress: bool) -> Path:
+    """Run :func:`_train_here` in a fresh ``python`` process that dies with this one; its model path or its error.
+
+    A fresh interpreter (not a ``multiprocessing`` child: that would import the parent's ``__main__`` and, under
+    ``fork``, inherit its threads' state) with :data:`TRAIN_ENV`; it has no thread that draws random numbers while
+    the seeded steps run, so the seed alone determines the model.
+    """
+    result = work / _TRAIN_RESULT
+    result.unlink(missing_ok=True)
+    request = {"dump": str(dump), "settings": settings.model_dump(mode="json"), "work": str(work),
+               "progress": progress, "owner": os.getpid()}
+    root = str(Path(__file__).resolve().parents[2])  # the folder holding `pipelines`
+    env = {**os.environ, **TRAIN_ENV}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    code = "import sys; from pipelines.wikipedia.entity_vectors import _train_child; _train_child(sys.argv[1])"
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(request)], env=env, stdin=subprocess.DEVNULL,
+                          check=False)
+    try:
+        outcome = json.loads(result.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        outcome = {}
+    finally:
+        result.unlink(missing_ok=True)
+    if proc.returncode == 0 and "model" in outcome:
+        return Path(outcome["model"])
+    if "error" in outcome:
+        error = _CHILD_ERRORS.get(outcome["error"])
+        if error is None:
+            raise RuntimeError(f"entity vectors: training failed: {outcome['error']}: {outcome['message']}")
+        raise error(outcome["message"])
+    how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
+    raise RuntimeError(f"entity vectors: the wikipedia2vec training process ended without a model ({how}; "
+                       f"dump {dump}, work folder {work}); its log is on stderr")
+
+
+def _train_child(request: str) -> None:
+    """Entry point of the training child (see :func:`_train_in_child`): train, report the model or the error."""
+    req = json.loads(request)
+    die_with(int(req["owner"]))  # a kill -9 of the run takes this process ...
+    fork_children_die_with_me()  # ... and wikipedia2vec's pool workers with it
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    work = Path(req["work"])
+    try:
+        model = _train_here(Path(req["dump"]), EntityVectorSettings.model_validate(req["settings"]), work,
+                            bool(req["progress"]))
+        outcome: dict[str, str] = {"model": str(model)}
+    except Exception as exc:
+        log.exception("entity vectors: training failed")
+        outcome = {"error": type(exc).__name__, "message": str(exc)}
+    write_text_atomic(work / _TRAIN_RESULT, json.dumps(outcome))
+    sys.exit(0 if "model" in outcome else 1)
+
+
+def _train_here(dump: Path, settings: EntityVectorSettings, work: Path, progress: bool) -> Path:
+    """The training steps of :func:`train_model`, in this process."""
+    from wikipedia2vec import Dictionary, DumpDB, Wikipedia2Vec
+    from wikipedia2vec.mention_db import MentionDB
+    from wikipedia2vec.utils.tokenizer import get_default_tokenizer, get_tokenizer
+    from wikipedia2vec.utils.wiki_dump_reader import WikiDumpReader
+
     timings: dict[str, float] = {}
     counts: dict[str, int] = {}
     total = time.time()
@@ -636,8 +728,9 @@ def build_entity_vectors(settings: EntityVectorSettings, dump: Path | None, enti
     redirects = dict(pages.filter(pl.col("is_redirect") & pl.col("redirect_to").is_not_null())
                      .select("title", "redirect_to").collect().iter_rows())
     # the trained model (dump DB, dictionary with a random uuid, timings) is scratch: only the vectors are the
-    # artifact, so a rebuild with one worker is byte-identical
-    with tempfile.TemporaryDirectory(prefix="wikipedia2vec-", dir=out.parent) as work:
+    # artifact, so a rebuild with one worker is byte-identical. It lives inside the node's temporary folder (and is
+    # gone before the stage returns), so a killed build's scratch goes with that folder when the next run sweeps it
+    with tempfile.TemporaryDirectory(prefix=".wikipedia2vec-", dir=out) as work:
         model = model_for(settings, Path(work), dump)
         assert model is not None, "entity_vectors runs only when mode is not 'none'"
         counts = export_vectors(model, wanted, out / "entity_vectors.parquet", settings.dim, redirects)

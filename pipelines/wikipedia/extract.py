@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
+from contract import StageResult
 from pipelines.wikipedia.dump_reader import (
     ByteRange,
     DumpKind,
@@ -45,7 +46,6 @@ from pipelines.wikipedia.dump_reader import (
 from pipelines.wikipedia.sentences import sentence_spans
 from pipelines.wikipedia.wikitext import LinkSpan, parse_wikitext
 from pipelines.worker_lifetime import die_with
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wiki")
 STAGE_VERSION = "5"  # 3: byte-range extraction, regex cleaner, link trails per language, drop counts;

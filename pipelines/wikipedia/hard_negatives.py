@@ -31,9 +31,9 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contract import StageResult
 from pipelines.seeded_hash import seeded_hash, splitmix64
 from pipelines.wikipedia.artifact_tables import scan_shards, scan_table
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.ease")
 STAGE_VERSION = "6"  # 4: every draw of an entity is a column of its row (no positional alignment after a join);

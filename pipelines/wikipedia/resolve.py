@@ -19,9 +19,9 @@ from pathlib import Path
 
 import polars as pl
 
+from contract import StageResult
 from pipelines.wikipedia.artifact_tables import scan_shards
 from pipelines.wikipedia.wikitext import normalize_title
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.wiki")
 STAGE_VERSION = "2"  # 2: wiki_pages sorted by page id (byte-identical reruns)

@@ -30,13 +30,13 @@ import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contract import StageResult
 from pipelines.language_codes import check_language
 from pipelines.leakage import EvalTextIndex, leakage_counts
 from pipelines.seeded_hash import seeded_hash
 from pipelines.text_normalise import normalise_series
 from pipelines.xnli.readers import XnliFormatError, read_xnli, verify_alignment
 from pipelines.xnli.sources import XNLI_LANGUAGES, XnliSource
-from warehouse.artifacts import StageResult
 
 log = logging.getLogger("polysent.pipelines.xnli")
 STAGE_VERSION = "2"

@@ -16,8 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from contract import StageResult
 from faults.harness import Background, Reference, assert_same_as_reference, fault, run_statuses, write_fault_config
-from warehouse.artifacts import ArtifactStore, Outcome, StageResult
+from warehouse.artifacts import ArtifactStore, Outcome
 from warehouse.layout import DataRoot
 
 pytestmark = pytest.mark.faults

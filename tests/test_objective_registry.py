@@ -1,0 +1,242 @@
+"""An objective is added in one place (issue 22, items 3 and 4): the objective registry (``models.objective_registry``)
+names each kind's settings dataclass, corpus tables and component, and the settings reader, the config's error messages,
+the DAG's wiring and ``build_components`` all read it — so a toy objective registered here (and nowhere else) is read
+from a pipeline config, wired to its corpus, built and trained. And one reader (``models.settings_io``) reads the
+model settings of the pipeline config and of ``python -m models.train`` job files, with the same messages, without
+pydantic."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from conftest import REPO, SAMPLE
+
+from flows.config import ConfigError, load_config
+from models import objective_registry as registry
+from models.settings import AtLeastOne, NonNegative, Objective, Positive, TrainSettings
+
+
+@dataclass(frozen=True)
+class ToyObjective(Objective):
+    """Pulls each translation pair together: mean (1 − cos(a, b)) + ``margin`` · mean cos with the next row's b."""
+
+    kind: Literal["toy"] = "toy"
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 4
+    margin: Positive = 0.5
+
+
+def _toy_component() -> type:
+    """The toy's Component, defined on first use (``models.components`` imports torch)."""
+    import torch
+
+    from models import corpus_tables as ct
+    from models.components import Component, StepBatch
+    from models.sampling import BatchPlan
+
+    class ToyComponent(Component):
+        def __init__(self, name: str, o: ToyObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                     stream: int, device: torch.device, student: object = None) -> None:
+            super().__init__(name, o, settings.seed, stream, device)
+            self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
+            self.plan = BatchPlan(len(self.pairs), o.batch_size, settings.seed + stream, what=f"objective {name}")
+
+        def batch(self, step: int) -> StepBatch:
+            idx, margin = self.plan.batch(step), self.objective.margin
+            a, b = [self.pairs.a[i] for i in idx], [self.pairs.b[i] for i in idx]
+
+            def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+                za, zb = (torch.nn.functional.normalize(e.float(), dim=-1) for e in embs)
+                return (1 - (za * zb).sum(-1)).mean() + margin * (za * zb.roll(1, 0)).sum(-1).mean()
+
+            return StepBatch([a, b], loss_fn, 2 * len(a))
+
+    return ToyComponent
+
+
+@pytest.fixture
+def toy() -> Iterator[None]:
+    registry.register_objective(ToyObjective, tables=("bitext_pairs",), component=f"{__name__}:TOY")
+    try:
+        yield
+    finally:
+        registry.unregister_objective("toy")
+
+
+def __getattr__(name: str) -> type:  # ``<this module>:TOY``: the lazy "module:Class" form, as the built-ins use
+    if name == "TOY":
+        return _toy_component()
+    raise AttributeError(name)
+
+
+def _config(tmp_path: Path, objectives: list[dict], **run: object) -> Path:
+    cfg = {"name": "toy", "data_root": str(tmp_path / "data"),
+           "sources": {"bitext": [{"src": "en", "tgt": "de", "src_file": str(SAMPLE / "bitext" / "en-de.en"),
+                                   "tgt_file": str(SAMPLE / "bitext" / "en-de.de")}]},
+           "corpora": {"bitext_pairs": {"pivots": ["en"]}},
+           "training": {"toy_run": {"objectives": objectives, "steps": 3, "warmup_steps": 1, "device": "cpu",
+                                    "encoder": {"hidden_size": 32, "num_layers": 1, "num_heads": 2,
+                                                "intermediate_size": 64, "max_length": 24}, **run}}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _line(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def _tiny_tables(root: Path) -> tuple[dict[str, Path], Path]:
+    """A hive-partitioned ``bitext_pairs`` from the sample (en–de) and a BPE tokenizer trained on it."""
+    from models.settings import TokenizerSettings
+    from models.tokenizer import train_tokenizer
+
+    src = (SAMPLE / "bitext" / "en-de.en").read_text(encoding="utf-8").splitlines()
+    tgt = (SAMPLE / "bitext" / "en-de.de").read_text(encoding="utf-8").splitlines()
+    keep = [i for i in range(min(len(src), len(tgt))) if src[i].strip() and tgt[i].strip()]
+    part = root / "bitext_pairs" / "lang=de"
+    part.mkdir(parents=True)
+    pq.write_table(pa.table({"pair_id": [f"de{i:05d}" for i in keep], "pivot_lang": ["en"] * len(keep),
+                             "pivot_text": [src[i] for i in keep], "text": [tgt[i] for i in keep]}),
+                   part / "part-0.parquet")
+    pq.write_table(pa.table({"text": [src[i] for i in keep] + [tgt[i] for i in keep]}), root / "texts.parquet")
+    train_tokenizer(TokenizerSettings(vocab_size=300, min_frequency=1), {"t": root / "texts.parquet"}, root)
+    return {"bitext_pairs": root / "bitext_pairs"}, root / "tokenizer"
+
+
+def test_a_registered_toy_objective_trains_through_the_pipeline_config(tmp_path: Path, toy: None) -> None:
+    import torch
+
+    from flows.dag import build_dag
+    from models.components import build_components
+    from models.encoder import SentenceEncoder
+    from models.train import train
+
+    # the pipeline config reads the toy kind into its dataclass, with its own key checked and its table derived
+    path = _config(tmp_path, [{"kind": "toy", "margin": 0.2}])
+    ts = load_config(path).training["toy_run"]
+    assert ts.objectives == (ToyObjective(margin=0.2),) and ts.tables() == ("bitext_pairs",)
+    # the DAG wires the run to the corpus node of the table the registry names
+    assert build_dag(load_config(path))["train.toy_run"].deps["bitext_pairs"] == "bitext_pairs"
+
+    tables, tokenizer = _tiny_tables(tmp_path / "corpora")
+    student = SentenceEncoder.from_settings(ts.encoder, tokenizer)
+    (component,) = build_components(ts, tables, student, torch.device("cpu"))
+    assert type(component).__name__ == "ToyComponent" and component.name == "toy" and component.weight == 1.0
+
+    train(ts, tables, tmp_path / "run", run_name="toy_run", tokenizer_dir=tokenizer, progress=False)
+    steps = pq.read_table(tmp_path / "run" / "train_steps.parquet").to_pydict()
+    per_objective = pq.read_table(tmp_path / "run" / "train_objective_losses.parquet").to_pydict()
+    assert steps["step"] == [1, 2, 3] and all(math.isfinite(x) and x > 0 for x in steps["loss"])
+    assert set(per_objective["objective"]) == {"toy"}
+    assert (tmp_path / "run" / "model" / "config.json").exists()
+
+
+def test_config_errors_read_the_registry(tmp_path: Path, toy: None) -> None:
+    path = _config(tmp_path, [{"kind": "triplet"}])
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"{path}:{_line(path, 'kind: triplet')}: training.toy_run.objectives.0.kind: unknown "
+                              "objective kind (value 'triplet'); expected one of 'contrastive', 'mpcl', 'soft_label', "
+                              "'ease', 'simcse', 'vmsst', 'toy'")
+    path = _config(tmp_path, [{"kind": "toy", "margin": 0, "colour": "red"}])
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value).splitlines() == [
+        f"{path}:{_line(path, 'margin:')}: training.toy_run.objectives.0.margin: out of range (value 0); expected a "
+        "number > 0",
+        f"{path}:{_line(path, 'colour:')}: training.toy_run.objectives.0.colour: unknown key (value 'red'); expected "
+        "one of: kind, weight, batch_size, margin"]
+
+
+def test_unregistered_kinds_are_refused_and_registration_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown objective kind \(value 'toy'\); expected one of 'contrastive'"):
+        load_config(_config(tmp_path, [{"kind": "toy"}]))
+    with pytest.raises(LookupError, match="objective 'toy' is not registered"):
+        registry.objective_tables(ToyObjective())
+
+    @dataclass(frozen=True)
+    class NoWeight(Objective):
+        kind: Literal["noweight"] = "noweight"
+        batch_size: int = 1
+
+    with pytest.raises(TypeError, match=r"lacks the field\(s\) \['weight'\]"):
+        registry.register_objective(NoWeight, tables=(), component="x:y")
+
+    @dataclass(frozen=True)
+    class Again(Objective):
+        kind: Literal["mpcl"] = "mpcl"
+        weight: float = 1.0
+        batch_size: int = 1
+
+    with pytest.raises(ValueError, match="'mpcl' is already registered"):
+        registry.register_objective(Again, tables=(), component="x:y")
+    assert registry.kinds()["mpcl"].__name__ == "MpclObjective"
+
+
+def test_every_builtin_kind_names_a_component_and_its_tables() -> None:
+    from models.components import Component
+    from models.settings import ContrastiveObjective, EaseObjective, MpclObjective, SimcseObjective
+
+    components = registry.resolve_all()
+    assert list(components) == ["contrastive", "mpcl", "soft_label", "ease", "simcse", "vmsst"]
+    assert all(isinstance(c, type) and issubclass(c, Component) for c in components.values())
+    assert registry.objective_tables(ContrastiveObjective(data="xnli_single_pairs")) == ("xnli_groups",
+                                                                                       "xnli_single_pairs")
+    assert registry.objective_tables(EaseObjective()) == ("hard_negatives", "entity_vectors")
+    assert registry.objective_tables(SimcseObjective(strategy="english_nli")) == ("nli_triples",)
+    assert registry.spec_of(SimcseObjective(strategy="english_nli")).required_rows(
+        SimcseObjective(strategy="english_nli")) == [("nli_triples", "strategy", ("english",))]
+    assert registry.objective_languages(SimcseObjective()) == ("en",)
+    assert registry.objective_languages(SimcseObjective(strategy="parallel")) == ()
+    assert registry.objective_languages(MpclObjective(languages=("de", "fr"))) == ("de", "fr")
+    assert registry.objective_languages(EaseObjective()) == ()
+
+
+def test_a_job_file_and_the_pipeline_config_give_the_same_message(tmp_path: Path) -> None:
+    """One reader: the same mistake reads the same under ``training.<run>`` and under a job file's ``settings``."""
+    from models.train import load_job
+
+    mistake = {"objectives": [{"kind": "mpcl", "temperature": "hot"}], "encoder": {"pooling": "max"}}
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"settings": mistake, "tables": {}, "out": "o"}, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ValueError) as err:
+        load_job(job)
+    job_lines = str(err.value).splitlines()
+    cfg = _config(tmp_path, mistake["objectives"], encoder=mistake["encoder"])
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg)
+    cfg_lines = str(err.value).splitlines()
+    assert job_lines == [
+        f"{job}:{_line(job, 'temperature:')}: settings.objectives.0.temperature: not a valid number (value 'hot'); "
+        "expected a number > 0",
+        f"{job}:{_line(job, 'pooling:')}: settings.encoder.pooling: not one of the choices (value 'max'); expected "
+        "'mean' or 'cls'"]
+    assert [line.split(": ", 2)[2] for line in cfg_lines] == [line.split(": ", 2)[2] for line in job_lines]
+    assert [line.split(": ", 2)[1] for line in cfg_lines] == ["training.toy_run.objectives.0.temperature",
+                                                              "training.toy_run.encoder.pooling"]
+
+
+def test_the_settings_reader_needs_neither_pydantic_nor_torch(tmp_path: Path) -> None:
+    """A bare GPU machine has no pydantic; and the config loader lists objective kinds without importing torch."""
+    (tmp_path / "s.yaml").write_text("objectives:\n  - kind: simcse\n    batch_size: 0\n", encoding="utf-8")
+    code = ("import sys; sys.modules['pydantic'] = None\n"
+            "from models.settings import TrainSettings\n"
+            "from models.settings_io import SettingsError, read_yaml\n"
+            "try:\n    read_yaml(TrainSettings, sys.argv[1])\nexcept SettingsError as e:\n    print(e)\n"
+            "assert 'torch' not in sys.modules\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.yaml")], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (f"{tmp_path / 's.yaml'}:3: objectives.0.batch_size: out of range (value 0); "
+                                   "expected an integer ≥ 1")
