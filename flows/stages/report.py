@@ -17,7 +17,7 @@ from flows.config import PipelineConfig
 from flows.graph import Node, canonical
 from flows.stages.corpora import corpus_tables
 from flows.stages.evaluate import model_name, start_models
-from models.settings import objective_tables
+from models.objective_registry import objective_languages, objective_tables
 from pipelines.report import STAGE_VERSION as REPORT_VERSION
 from pipelines.report import ReportSettings, TrainedRun, build_report
 from warehouse.artifacts import ArtifactRef
@@ -37,13 +37,6 @@ def run_report(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any],
                              [(tuple(tables), tuple(langs)) for tables, langs in t["sources"]])
             for name, t in trained.items()}
     return build_report(settings, corpora, evals, pipeline, out, runs, peers)
-
-
-def objective_languages(o: Any) -> tuple[str, ...]:
-    """The languages an objective restricts itself to (empty: every language of its corpora)."""
-    if getattr(o, "kind", "") == "simcse" and o.strategy == "unsupervised" and o.sentence_language:
-        return (o.sentence_language,)
-    return tuple(getattr(o, "languages", ()))
 
 
 def report_nodes(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> list[Node]:
