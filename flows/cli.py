@@ -2,8 +2,9 @@
 export-results.
 
 Exit codes: 0 success, 1 a node failed (or, for ``report``, an unreadable results table), 2 invalid configuration or
-usage (nothing was run or written). Prefect is imported only by ``run`` (it costs seconds); ``plan``, ``validate``,
-``sql`` and ``report`` stay fast.
+usage (nothing was run or written). Prefect is imported only by a ``run`` that has something to build (its import
+and ephemeral server cost seconds; a run whose nodes are all verified cache hits is recorded without it); ``plan``,
+``validate``, ``sql`` and ``report`` stay fast.
 """
 
 from __future__ import annotations
@@ -139,21 +140,31 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             summary = summary_dict(run_pipeline(cfg, Path(args.config), execute_local, force=force))
         else:
-            from flows.prefect_db import quarantine_corrupt_database
+            from flows.run import run_if_unchanged, summary_dict
 
-            quarantine_corrupt_database()  # a damaged Prefect database would otherwise time out every run
-            from flows.pipeline import polysent_pipeline
-
-            execution = None
-            if args.dask is not None:  # --dask [ADDRESS] overrides the config's execution section
-                execution = {"runner": "dask", "workers": cfg.execution.workers,
-                             "address": None if args.dask == "local" else args.dask}
-            summary = polysent_pipeline(str(args.config), str(cfg.data_root), force, execution)
+            # nothing to build: recorded without starting Prefect (its server start-up is the whole cost of a no-op)
+            always_flow = args.always_flow or os.environ.get("POLYSENT_ALWAYS_FLOW", "").lower() in ("1", "true", "yes")
+            unchanged = None if force or always_flow else run_if_unchanged(cfg, Path(args.config), nodes)
+            summary = summary_dict(unchanged) if unchanged is not None else _run_prefect(args, cfg, force)
     except Exception as exc:  # a node failed: Prefect has logged the traceback
         log.error("pipeline failed: %s: %s", type(exc).__name__, exc)
         return 1
     _print_summary(summary)
     return 0
+
+
+def _run_prefect(args: argparse.Namespace, cfg, force: bool) -> dict:
+    """The pipeline as a Prefect flow run (``flows.pipeline.polysent_pipeline``); its JSON-able summary."""
+    from flows.prefect_db import quarantine_corrupt_database
+
+    quarantine_corrupt_database()  # a damaged Prefect database would otherwise time out every run
+    from flows.pipeline import polysent_pipeline
+
+    execution = None
+    if args.dask is not None:  # --dask [ADDRESS] overrides the config's execution section
+        execution = {"runner": "dask", "workers": cfg.execution.workers,
+                     "address": None if args.dask == "local" else args.dask}
+    return polysent_pipeline(str(args.config), str(cfg.data_root), force, execution)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -279,6 +290,10 @@ def _print_summary(s: dict) -> None:
     console.print(table)
     executed = s["executed"]
     console.print(f"executed {len(executed)} node(s){': ' + ', '.join(executed) if executed else ' (all cache hits)'}")
+    if s.get("unchanged"):
+        console.print(f"nothing changed: every node is a verified cache hit, so Prefect was not started (no flow "
+                      f"run in the Prefect UI; this run is {s['run_id']} in the runs table; --always-flow starts it "
+                      "anyway)")
     if s.get("report"):
         console.print(f"report:    {s['report']}")
     console.print(f"warehouse: {s['data_root']}/warehouse.duckdb — query with: polysent sql \"SELECT ...\" "
@@ -430,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--force", action="store_true", help="rebuild every node (also: FORCE=1)")
     r.add_argument("--executor", choices=("prefect", "local"), default="prefect",
                    help="prefect (default) or local: the same DAG in-process without Prefect")
+    r.add_argument("--always-flow", action="store_true",
+                   help="start the Prefect flow even when every node is a verified cache hit (by default such a "
+                        "no-op run is recorded without starting Prefect; also: POLYSENT_ALWAYS_FLOW=1)")
     r.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="run nodes (e.g. the shards of a Wikipedia dump) on a Dask cluster: a scheduler address "
                         "(tcp://host:8786; the data root must be a shared file system) or, without one, a local "

@@ -1,7 +1,14 @@
 """One pipeline run: validate, set up the data root, execute the DAG, then publish run records and the warehouse.
 
-Used by the Prefect flow (``flows.pipeline``) and by ``--executor local``; both share this bookkeeping so the
-warehouse looks the same whichever ran it.
+Used by the Prefect flow (``flows.pipeline``), by ``--executor local`` and by the no-op shortcut
+(``run_if_unchanged``); all share this bookkeeping so the warehouse looks the same whichever ran it.
+
+Why the shortcut: a run where every node is a verified cache hit does no work, yet starting Prefect's ephemeral API
+server costs ~10–20 s on a small machine — a user waited 20 s to learn that nothing changed. ``run_if_unchanged``
+makes the check every node makes before it builds (same keys, same verification: ``flows.nodes.verified_hits``) for
+the whole DAG, without importing Prefect; when all are hits it records the run like any other (``runs``,
+``run_nodes``, catalog, report copies) and Prefect is never started. Anything that has to be built still runs as a
+Prefect flow, and served or deployed runs (``flows.schedule``) always do.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flows.config import PipelineConfig
-from flows.dag import Node, build_dag
-from flows.nodes import NodeResult, RunContext
+from flows.dag import build_dag
+from flows.graph import Node
+from flows.nodes import NodeResult, RunContext, verified_hits
 from warehouse.artifacts import ArtifactStore, Outcome
 from warehouse.atomic import write_bytes_atomic
 from warehouse.catalog import (
@@ -43,6 +51,7 @@ class RunSummary:
     root: DataRoot
     seconds: float
     report: Path | None
+    unchanged: bool = False  # every node a verified hit, found before any orchestrator started (no Prefect flow run)
 
     @property
     def executed(self) -> list[str]:
@@ -63,10 +72,63 @@ def missing_inputs(nodes: Mapping[str, Node], config_path: Path) -> str | None:
             "`polysent plan` shows the nodes they block):\n  " + "\n  ".join(missing))
 
 
-def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, force: bool = False,
-                 run_id: str | None = None) -> RunSummary:
+def run_if_unchanged(cfg: PipelineConfig, config_path: Path, nodes: Mapping[str, Node] | None = None
+                     ) -> RunSummary | None:
+    """The run, recorded, when every node of the DAG is a verified cache hit; None (nothing written but the data
+    root's folders) when any node would have to be built — the caller then runs the pipeline (see the module
+    docstring)."""
     t0 = time.perf_counter()
-    nodes = build_dag(cfg)
+    nodes = build_dag(cfg) if nodes is None else nodes
+    if missing_inputs(nodes, config_path):
+        return None  # the run that follows refuses with the message
+    root = DataRoot.at(cfg.data_root)
+    hashes = FileHashCache(root.file_hashes)
+    hits = verified_hits(nodes, ArtifactStore(root), hashes)
+    if hits is None:
+        return None
+    hashes.save()  # digests re-computed for touched input files: the next check skips them
+    summary = run_pipeline(cfg, config_path, lambda _nodes, _ctx: hits, nodes=nodes, reuse_warehouse=True)
+    summary.unchanged = True
+    summary.seconds = time.perf_counter() - t0
+    log.info("nothing changed: all %d nodes are verified cache hits, so Prefect was not started (no flow run); "
+             "run %s is recorded in the warehouse's runs table", len(hits), summary.run_id)
+    return summary
+
+
+def _views_snapshot(root: DataRoot) -> tuple[str, int] | None:
+    """``views.sql``'s text and mtime, or None when there is none."""
+    try:
+        return root.views_sql.read_text(encoding="utf-8"), root.views_sql.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _warehouse_file_current(root: DataRoot, before: tuple[str, int]) -> bool:
+    """Whether ``warehouse.duckdb`` already holds the views ``set_current`` just wrote to ``views.sql``: the text is
+    unchanged and the DuckDB file was written after the old ``views.sql`` (a run that died between its last node and
+    its warehouse rewrite leaves ``views.sql`` newer: rewritten then). The file is touched so that the next no-op
+    sees it as current again (``views.sql`` was just rewritten)."""
+    text, mtime_before = before
+    try:
+        fresh = (root.views_sql.read_text(encoding="utf-8") == text
+                 and root.duckdb_file.stat().st_mtime_ns >= mtime_before)
+    except FileNotFoundError:
+        return False
+    if fresh:
+        os.utime(root.duckdb_file)
+    return fresh
+
+
+def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, force: bool = False,
+                 run_id: str | None = None, nodes: Mapping[str, Node] | None = None,
+                 reuse_warehouse: bool = False) -> RunSummary:
+    """Run ``nodes`` (default: the config's DAG) with ``executor`` and publish the run's records and warehouse.
+
+    ``reuse_warehouse`` (a run that built nothing): ``warehouse.duckdb`` is rewritten only when its views changed (the
+    ``runs`` and ``run_nodes`` views read their folders, so the new run's rows appear without a rewrite).
+    """
+    t0 = time.perf_counter()
+    nodes = build_dag(cfg) if nodes is None else nodes
     missing = missing_inputs(nodes, config_path)
     if missing:  # refuse before any node starts, rather than fail halfway through the DAG
         raise FileNotFoundError(missing)
@@ -101,6 +163,7 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
     write_run_nodes(root, run_id, [
         {"node": r.node, "stage": r.ref.stage, "artifact_key": r.ref.key, "outcome": r.outcome.value,
          "seconds": round(r.seconds, 3)} for r in results.values()])
+    views_before = _views_snapshot(root) if reuse_warehouse else None
     set_current(root, {name: r.ref for name, r in results.items()})
     report = None
     if "report" in results:
@@ -121,13 +184,50 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
     record.nodes_hit = sum(r.outcome is Outcome.HIT for r in results.values())
     record.seconds = time.perf_counter() - t0
     record.write(root)
-    write_duckdb_file(root)
+    if views_before is not None and _warehouse_file_current(root, views_before):
+        log.debug("%s holds these views already; not rewritten", root.duckdb_file)
+    else:
+        write_duckdb_file(root)
     return RunSummary(run_id, results, root, record.seconds, report)
 
 
 def summary_dict(s: RunSummary) -> dict:
     """JSON-able summary of a run (the flow's return value)."""
     return {"run_id": s.run_id, "seconds": round(s.seconds, 2), "executed": s.executed,
-            "data_root": str(s.root.root), "report": str(s.report) if s.report else None,
+            "data_root": str(s.root.root), "report": str(s.report) if s.report else None, "unchanged": s.unchanged,
             "nodes": {n: {"outcome": r.outcome.value, "key": r.ref.key[:20], "path": str(r.ref.path)}
                       for n, r in s.results.items()}}
+
+
+HEADLINE_PARAGRAPH = "Headline numbers"  # the report's lead-in to its headline table (pipelines/report/results.py)
+
+
+def report_headlines(markdown: str) -> list[dict[str, str]]:
+    """The rows of the report's headline table (the first table after the paragraph that starts with "Headline
+    numbers"), one dict per row keyed by the header; [] when the report has none (no evaluation in the config).
+
+    Read from the report as written rather than recomputed from ``eval_results``, so what Prefect shows is exactly the
+    table the report shows (formatting, Δ columns and all), as plain text. Parsed with markdown-it-py (GFM tables; a
+    dependency of rich), which handles escaped pipes and inline markup in cells.
+    """
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+    start = next((i for i, t in enumerate(tokens) if t.type == "inline" and t.content.startswith(HEADLINE_PARAGRAPH)),
+                 None)
+    if start is None:
+        return []
+    rows: list[list[str]] = []
+    for tok in tokens[start + 1:]:
+        if tok.type in ("paragraph_open", "heading_open") and not rows:
+            return []  # another block before any table: this report's paragraph has no table under it
+        if tok.type == "tr_open":
+            rows.append([])
+        elif tok.type == "inline" and rows:  # the cell as plain text (`code`, **bold**, [links](…) unwrapped)
+            rows[-1].append("".join(c.content for c in tok.children or () if c.type in ("text", "code_inline")))
+        elif tok.type == "table_close":
+            break
+    if not rows:
+        return []
+    header, *body = rows
+    return [dict(zip(header, row, strict=False)) for row in body]

@@ -32,11 +32,13 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return path, tmp / "data"
 
 
-def test_noop_rerun_through_prefect_executes_no_node(reference: tuple[Path, Path]) -> None:
+def test_noop_rerun_executes_no_node_and_starts_no_prefect(reference: tuple[Path, Path]) -> None:
+    """The default executor's no-op: every node a verified hit, so Prefect is not started (flows/run.py)."""
     path, _ = reference
     proc = polysent("run", str(path))
     assert proc.returncode == 0, proc.stderr
     assert "executed 0 node(s) (all cache hits)" in proc.stdout
+    assert "Prefect was not started" in " ".join(proc.stdout.split()), proc.stdout
 
 
 def test_sql_returns_one_row_per_sample_language(reference: tuple[Path, Path]) -> None:

@@ -119,7 +119,8 @@ def test_damaged_or_deleted_prefect_store(victim: Path, env: dict[str, str], ref
     is detected and moved aside before Prefect starts (without that, the run fails after Prefect's 90 s start-up
     timeout)."""
     home = tmp_path / "prefect-home"  # its own, so the damage cannot reach other tests
-    penv = {**env, "PREFECT_HOME": str(home)}
+    # a no-op run is recorded without starting Prefect (flows/run.py:run_if_unchanged): this test needs it started
+    penv = {**env, "PREFECT_HOME": str(home), "POLYSENT_ALWAYS_FLOW": "1"}
     first = run_config(victim, penv, executor="prefect")
     assert first.rc == 0 and "executed 0 node(s) (all cache hits)" in first.log, first.explain()
     db = home / "prefect.db"
