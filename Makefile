@@ -38,12 +38,12 @@ plan: $(STAMP)
 	$(BIN)/polysent plan $(CONFIG)
 
 # everything but the slow end-to-end and real-model tests, the fault suite, the schedule test and the full-size parity
-# checks (below; .ci/run runs them all): ~7 min on 2 cores with ../shared present
+# checks (below; .ci/run runs them all): ~4 min on 2 cores with ../shared present
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not schedule and not parity"
 
 # the tests marked slow: whole pipelines through Prefect and Dask, torchrun, the Prefect UI view of a run, mteb parity on
-# all-MiniLM-L6-v2 over real data (~5 min on 2 cores); .ci/run runs it after make test
+# all-MiniLM-L6-v2 over real data (~6 min on 2 cores); .ci/run runs it after make test
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m "slow and not schedule and not parity"
 
@@ -53,7 +53,8 @@ test-parity: $(STAMP)
 	$(BIN)/python -m pytest -q -m parity
 
 # fault injection into real runs of a small config (kill -9 inside nodes, damaged artifacts and Prefect store, full
-# disk, concurrent runs, broken inputs), each end state compared with one reference run; ~5 min on 2 cores.
+# disk, concurrent runs, broken inputs, stray files, orphans, hostile SQL, load), each end state compared with one
+# reference run; 49 faults, ~7 min on 2 cores.
 # Left out of `make test`; prints "faults injected N / survived N / rows lost 0"
 test-faults: $(STAMP)
 	$(BIN)/python -m pytest -q -m faults tests/faults
