@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flows.fault_pause import with_fault_pause
 from flows.graph import Node, topological
-from warehouse.artifacts import ArtifactRef, ArtifactStore, Outcome, StageResult, cache_key
-from warehouse.artifacts import _input_hash as input_hash
+from warehouse.artifacts import ArtifactRef, ArtifactStore, Outcome, StageResult, input_key
 from warehouse.catalog import record_current
 from warehouse.hashing import FileHashCache
 
@@ -60,7 +59,7 @@ def describe_inputs(node: Node, upstream: Mapping[str, ArtifactRef], hashes: Fil
 def node_key(node: Node, inputs: Mapping[str, Mapping[str, Any]]) -> str:
     """The cache key ``ArtifactStore.materialize`` gives ``node`` for these input descriptions (``describe_inputs``):
     one function, so a lookup made ahead of a run finds exactly the artifact the run would."""
-    return cache_key(node.stage, node.version, node.config, {k: input_hash(k, v) for k, v in inputs.items()})
+    return input_key(node.stage, node.version, node.config, inputs)
 
 
 def execute(node: Node, upstream: Mapping[str, ArtifactRef], ctx: RunContext) -> NodeResult:
@@ -96,59 +95,66 @@ class PlanRow:
     detail: str
 
 
-def plan(nodes: Mapping[str, Node], store: ArtifactStore, hashes: FileHashCache) -> list[PlanRow]:
-    """Each node's key and whether it would be a cache hit, computed without running anything.
+@dataclass(frozen=True)
+class Check:
+    """One node's key and lookup, made without building: ``status`` hit | miss | rebuild | blocked | error."""
 
-    A node whose upstream is not a hit cannot know its key yet (keys chain through content hashes): ``blocked``.
-    """
+    node: Node
+    key: str | None
+    status: str
+    detail: str
+    ref: ArtifactRef | None = None
+    seconds: float = 0.0
+
+
+def checks(nodes: Mapping[str, Node], store: ArtifactStore, hashes: FileHashCache) -> Iterator[Check]:
+    """Each node in topological order with the key a run would give it (``node_key`` through upstream content hashes)
+    and ``ArtifactStore.lookup``'s verdict (manifest whole, every file verified). A node whose upstream is not a hit
+    cannot know its key yet (keys chain through content hashes): ``blocked``. Lazy, so a caller may stop early."""
     known: dict[str, ArtifactRef] = {}
-    rows: list[PlanRow] = []
     for node in topological(nodes):
         waiting = [d for d in node.deps.values() if d not in known]
         if waiting:
-            rows.append(PlanRow(node.name, node.stage, None, "blocked", f"after {', '.join(sorted(set(waiting)))}"))
+            yield Check(node, None, "blocked", f"after {', '.join(sorted(set(waiting)))}")
             continue
+        t0 = time.perf_counter()
         try:
             inputs = describe_inputs(node, {d: known[d] for d in node.deps.values()}, hashes)
         except FileNotFoundError as exc:
-            rows.append(PlanRow(node.name, node.stage, None, "error", str(exc)))
+            yield Check(node, None, "error", str(exc))
             continue
         key = node_key(node, inputs)
         ref, reason = store.lookup(node.stage, key)
         if ref is not None:
             known[node.name] = ref
-            rows.append(PlanRow(node.name, node.stage, key, "hit", str(ref.path)))
+            yield Check(node, key, "hit", str(ref.path), ref, time.perf_counter() - t0)
         elif reason:
-            rows.append(PlanRow(node.name, node.stage, key, "rebuild", reason))
+            yield Check(node, key, "rebuild", reason)
         else:
-            rows.append(PlanRow(node.name, node.stage, key, "miss", str(store.root.artifact_dir(node.stage, key))))
-    return rows
+            yield Check(node, key, "miss", str(store.root.artifact_dir(node.stage, key)))
+
+
+def plan(nodes: Mapping[str, Node], store: ArtifactStore, hashes: FileHashCache) -> list[PlanRow]:
+    """Each node's key and whether it would be a cache hit, computed without running anything (``checks``)."""
+    return [PlanRow(c.node.name, c.node.stage, c.key, c.status, c.detail) for c in checks(nodes, store, hashes)]
 
 
 def verified_hits(nodes: Mapping[str, Node], store: ArtifactStore,
                   hashes: FileHashCache) -> dict[str, NodeResult] | None:
     """Every node as a verified cache hit, in topological order, or None as soon as one is not.
 
-    The check a run makes for each node before it builds (``node_key`` through upstream content hashes, then
-    ``ArtifactStore.lookup``: the manifest whole and every file verified), made for the whole DAG up front, so that a
-    run with nothing to do can say so without starting an orchestrator. Logs each hit as a run does, but only when
-    all are hits (otherwise the run that follows logs them itself). A missing input file is "not a hit" here: the
-    run that follows reports it.
+    The check a run makes for each node before it builds (``checks``), made for the whole DAG up front, so that a run
+    with nothing to do can say so without starting an orchestrator. Logs each hit as a run does, but only when all are
+    hits (otherwise the run that follows logs them itself). A missing input file is "not a hit" here: the run that
+    follows reports it.
     """
     t0 = time.perf_counter()
     results: dict[str, NodeResult] = {}
-    for node in topological(nodes):
-        try:
-            inputs = describe_inputs(node, {d: results[d].ref for d in node.deps.values()}, hashes)
-        except FileNotFoundError:
+    for c in checks(nodes, store, hashes):
+        if c.ref is None:
+            log.debug("%s: not a verified hit (%s: %s); the pipeline runs", c.node.name, c.status, c.detail)
             return None
-        key = node_key(node, inputs)
-        t_node = time.perf_counter()
-        ref, reason = store.lookup(node.stage, key)
-        if ref is None:
-            log.debug("%s: not a verified hit (%s); the pipeline runs", node.name, reason or "no artifact")
-            return None
-        results[node.name] = NodeResult(node.name, ref, Outcome.HIT, time.perf_counter() - t_node)
+        results[c.node.name] = NodeResult(c.node.name, c.ref, Outcome.HIT, c.seconds)
     for r in results.values():
         log.info("%s: cache hit %s (%s)", r.node, r.ref.key[:12], r.ref.path)
     log.debug("verified %d nodes as cache hits in %.2fs", len(results), time.perf_counter() - t0)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mteb_stub import PrecomputedEncoder
 from scipy.stats import pearsonr, spearmanr
 
 from models.evaluation.classification import logreg_probe, mteb_undersample, zero_shot_transfer
@@ -55,35 +56,6 @@ def _brute_force_matching_accuracy(true, pred) -> float:
         candidates = (zip(classes, perm, strict=True) for perm in itertools.permutations(clusters, len(classes)))
     best = max(sum(pairs[pair] for pair in matching) for matching in candidates)
     return 100.0 * best / len(true)
-
-
-class _PrecomputedEncoder:
-    """The smallest mteb encoder: returns the precomputed row of each text it is asked to encode."""
-
-    def __init__(self, table: dict[str, np.ndarray]):
-        self.table = table
-        self.seen: list[str] = []
-
-    def encode(self, inputs, **kwargs):
-        rows = []
-        for batch in inputs:
-            self.seen.extend(batch["text"])
-            rows.extend(self.table[text] for text in batch["text"])  # KeyError if mteb asks for another text
-        return np.stack(rows)
-
-    def similarity(self, a, b):
-        from mteb.similarity_functions import cos_sim
-
-        return cos_sim(a, b)
-
-    def similarity_pairwise(self, a, b):
-        from mteb.similarity_functions import pairwise_cos_sim
-
-        return pairwise_cos_sim(a, b)
-
-    @property
-    def mteb_model_meta(self):
-        return None
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -353,7 +325,7 @@ def test_v_measure_mteb_rng_shared_across_subsets_like_mteb_task(mteb_mod):
         hf_subsets=["aa", "bb"],
         max_documents_per_cluster=300,
     )
-    expected = task.evaluate(_PrecomputedEncoder(table), split="test", encode_kwargs={"batch_size": 64})
+    expected = task.evaluate(PrecomputedEncoder(table), split="test", encode_kwargs={"batch_size": 64})
     shared = random.Random(42)
     for lang, (_, labels, x) in subsets.items():
         idx = select_documents_to_embed(len(x), max_fraction=None, max_documents=992, rng=shared)
@@ -441,7 +413,7 @@ def test_logreg_probe_equals_mteb_classification_on_synthetic(mteb_mod):
     }
     task = _mteb_task(mteb_mod, "MTOPDomainClassification", dataset)
     expected = task.evaluate(
-        _PrecomputedEncoder(dict(zip(texts, x, strict=True))),
+        PrecomputedEncoder(dict(zip(texts, x, strict=True))),
         split="test",
         subsets_to_run=["en"],
         encode_kwargs={"batch_size": 32},
@@ -619,7 +591,7 @@ def test_sts_mteb_parity_real_minilm(shared_data, mteb_mod, minilm, track):
         {"x": {"test": Dataset.from_dict({"sentence1": s1, "sentence2": s2, "score": gold})}},
         hf_subsets=["x"],
     )
-    expected = task.evaluate(_PrecomputedEncoder(table), split="test", encode_kwargs={"batch_size": 32})["x"]
+    expected = task.evaluate(PrecomputedEncoder(table), split="test", encode_kwargs={"batch_size": 32})["x"]
     ours = sts_mteb(e1, e2, gold)
     assert ours["mteb_cosine_spearman"] == pytest.approx(expected["cosine_spearman"], abs=1e-6)
     assert ours["mteb_main_score"] == pytest.approx(expected["main_score"], abs=1e-6)
@@ -662,7 +634,7 @@ def test_v_measure_mteb_parity_real_mewsc_ja(mteb_mod, mewsc_ja):
         "MewsC16JaClustering",
         {"default": {"test": Dataset.from_dict({"sentences": sentences, "labels": categories})}},
     )
-    encoder = _PrecomputedEncoder(table)
+    encoder = PrecomputedEncoder(table)
     expected = task.evaluate(encoder, split="test", encode_kwargs={"batch_size": 64})["default"]
     rng = random.Random(42)
     idx = select_documents_to_embed(len(sentences), max_fraction=None, max_documents=992, rng=rng)
@@ -693,7 +665,7 @@ def test_logreg_probe_parity_real_mewsc_ja_categories(mteb_mod, mewsc_ja):
     }
     task = _mteb_task(mteb_mod, "MTOPDomainClassification", dataset)
     expected = task.evaluate(
-        _PrecomputedEncoder(table), split="test", subsets_to_run=["en"], encode_kwargs={"batch_size": 64}
+        PrecomputedEncoder(table), split="test", subsets_to_run=["en"], encode_kwargs={"batch_size": 64}
     )["en"]
     ours = logreg_probe(emb[train], labels[train], emb[test], labels[test])
     for key in ("accuracy", "f1", "f1_weighted", "precision", "precision_weighted", "recall", "recall_weighted"):

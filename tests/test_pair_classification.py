@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mteb_stub import PrecomputedEncoder
 
 from models.evaluation.pair_classification import (
     best_accuracy_and_threshold,
@@ -216,30 +217,6 @@ def test_pair_classification_scores_and_bad_input() -> None:
 # ---------------------------------------------------------------------------------------------------- mteb parity
 
 
-class _PrecomputedEncoder:
-    """The smallest mteb encoder: the precomputed row of each text; cosine similarity."""
-
-    def __init__(self, table: dict[str, np.ndarray]) -> None:
-        self.table = table
-
-    def encode(self, inputs, **kwargs):
-        return np.stack([self.table[t] for batch in inputs for t in batch["text"]])
-
-    def similarity(self, a, b):
-        from mteb.similarity_functions import cos_sim
-
-        return cos_sim(a, b)
-
-    def similarity_pairwise(self, a, b):
-        from mteb.similarity_functions import pairwise_cos_sim
-
-        return pairwise_cos_sim(a, b)
-
-    @property
-    def mteb_model_meta(self):
-        return None
-
-
 def test_mteb_parity_pawsx_task_on_the_same_embeddings() -> None:
     """mteb's own PawsXPairClassification task (``AbsTask.evaluate``) on precomputed float32 embeddings with many
     tied similarities: every score mteb writes equals ours, main_score (max_ap) included."""
@@ -262,7 +239,7 @@ def test_mteb_parity_pawsx_task_on_the_same_embeddings() -> None:
     task.dataset = {"x": {"test": Dataset.from_dict({"sentence1": s1, "sentence2": s2, "labels": labels.tolist()})}}
     task.data_loaded = True
     task.hf_subsets = ["x"]
-    expected = task.evaluate(_PrecomputedEncoder(table), split="test", encode_kwargs={"batch_size": 64})["x"]
+    expected = task.evaluate(PrecomputedEncoder(table), split="test", encode_kwargs={"batch_size": 64})["x"]
     ours = pair_classification_mteb(e1, e2, labels)
     keys = [k for k, v in expected.items() if isinstance(v, float)]
     assert len(keys) >= 31 and "main_score" in keys

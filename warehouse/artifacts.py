@@ -73,6 +73,12 @@ def cache_key(stage: str, version: str, config: Mapping[str, Any], inputs: Mappi
     return hash_obj({"stage": stage, "version": version, "config": config, "inputs": dict(inputs)})
 
 
+def input_key(stage: str, version: str, config: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The key ``ArtifactStore.materialize`` gives a node with these input descriptions (each carrying
+    ``content_hash`` or ``sha256``): one function, so a lookup made ahead of a run finds what the run would."""
+    return cache_key(stage, version, config, {k: _input_hash(k, v) for k, v in inputs.items()})
+
+
 def parquet_rows(path: Path) -> int:
     """Rows in a Parquet file, or in every ``*.parquet`` below a folder (from footers, no data read)."""
     files = [path] if path.is_file() else sorted(path.rglob("*.parquet"))
@@ -144,7 +150,7 @@ class ArtifactStore:
         ``inputs`` maps an input name to its description; each must carry ``content_hash`` (artifact) or ``sha256``
         (external file), which enter the key.
         """
-        key = cache_key(stage, version, config, {k: _input_hash(k, v) for k, v in inputs.items()})
+        key = input_key(stage, version, config, inputs)
         t0 = time.perf_counter()
         if not force:
             ref, reason = self.lookup(stage, key)
