@@ -318,7 +318,7 @@ def _eval_settings(tatoeba_languages: list[str], *, sts: bool = True, xsim: bool
 
 
 def _mpcl_conditions(a: argparse.Namespace) -> list[Condition]:
-    from models.settings import MpclObjective
+    from models.objectives.mpcl import MpclObjective
 
     g = 16 * a.scale
     out = []
@@ -331,7 +331,8 @@ def _mpcl_conditions(a: argparse.Namespace) -> list[Condition]:
 
 
 def _soft_label_conditions(a: argparse.Namespace) -> list[Condition]:
-    from models.settings import ContrastiveObjective, SoftLabelObjective
+    from models.objectives.contrastive import ContrastiveObjective
+    from models.objectives.soft_label import SoftLabelObjective
 
     b = 32 * a.scale
     soft = SoftLabelObjective(data="bitext_pairs", teacher="self", batch_size=b, temperature=0.1,
@@ -353,7 +354,7 @@ def _soft_label_conditions(a: argparse.Namespace) -> list[Condition]:
 
 
 def _msimcse_conditions(a: argparse.Namespace) -> list[Condition]:
-    from models.settings import SimcseObjective
+    from models.objectives.simcse import SimcseObjective
 
     b = 32 * a.scale
     return [Condition("unsupervised", (SimcseObjective(strategy="unsupervised", sentences="xnli_groups",
@@ -364,7 +365,7 @@ def _msimcse_conditions(a: argparse.Namespace) -> list[Condition]:
 
 
 def _vmsst_conditions(a: argparse.Namespace) -> list[Condition]:
-    from models.settings import VmsstObjective
+    from models.objectives.vmsst import VmsstObjective
 
     b = 16 * a.scale
     base = VmsstObjective(data="bitext_pairs", batch_size=b, elbo_weight=0.025, kl_anneal_steps=1000,
@@ -374,7 +375,7 @@ def _vmsst_conditions(a: argparse.Namespace) -> list[Condition]:
 
 
 def _ease_conditions(a: argparse.Namespace) -> list[Condition]:
-    from models.settings import EaseObjective
+    from models.objectives.ease import EaseObjective
 
     b = 32 * a.scale
     ease = EaseObjective(batch_size=b)  # entity CL (λ 0.01, τ_e 10, hard negatives) + the SimCSE dropout term
@@ -383,7 +384,7 @@ def _ease_conditions(a: argparse.Namespace) -> list[Condition]:
 
 
 def _contrastive_pairs(b: int) -> Any:
-    from models.settings import ContrastiveObjective
+    from models.objectives.contrastive import ContrastiveObjective
 
     return ContrastiveObjective(data="bitext_pairs", batch_size=b, temperature=0.05, symmetric=True)
 

@@ -194,7 +194,8 @@ def run_training(model_dir: Path, table: Path, work: Path, *, batch: int, grad_c
     """``models.train.train`` for ``warmup + steps`` steps; throughput over the last ``steps`` and peak memory."""
     import pyarrow.parquet as pq
 
-    from models.settings import ContrastiveObjective, EncoderSettings, TrainSettings
+    from models.objectives.contrastive import ContrastiveObjective
+    from models.settings import EncoderSettings, TrainSettings
     from models.train import train
 
     settings = TrainSettings(objectives=(ContrastiveObjective(data="bitext_pairs", batch_size=batch),),

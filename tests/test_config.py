@@ -99,13 +99,13 @@ def test_objective_errors_name_the_objective_of_the_kind_given(tmp_path: Path) -
     assert "ContrastiveObjective" not in msg and "EaseObjective" not in msg and len(msg.splitlines()) == 1
     msg = _config_error(tmp_path, lambda c: c["training"]["tiny"]["objectives"][0].update(kind="triplet"))
     assert re.search(r"training\.tiny\.objectives\.0\.kind: unknown objective kind \(value 'triplet'\); "
-                     r"expected one of 'contrastive', 'mpcl'", msg), msg
+                     r"expected one of 'contrastive', 'ease', 'mpcl'", msg), msg
     msg = _config_error(tmp_path, lambda c: c["training"]["tiny"]["objectives"][1].update(temperature="hot"))
     assert "training.tiny.objectives.1.temperature" in msg and len(msg.splitlines()) == 1, msg
 
 
 def test_default_config_has_a_vmsst_run_and_its_errors_name_vmsst_keys(tmp_path: Path) -> None:
-    from models.settings import VmsstObjective
+    from models.objectives.vmsst import VmsstObjective
 
     run = load_config(REPO / "configs" / "default.yaml").training["tiny_vmsst"]
     assert [type(o) for o in run.objectives] == [VmsstObjective] and run.encoder.projection == 64

@@ -29,7 +29,7 @@ from models import distributed, gradcache
 from models.distributed import all_reduce_gradients, gather, shard
 from models.encoder import SentenceEncoder
 from models.gradcache import RandContext, embed_and_backward
-from models.objectives.info_nce import info_nce
+from models.objectives.contrastive import info_nce
 from models.settings import EncoderSettings, TokenizerSettings
 from models.tokenizer import train_tokenizer
 

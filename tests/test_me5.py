@@ -329,7 +329,8 @@ def test_the_converted_model_trains_and_its_export_reloads(me5: Path, tmp_path: 
     from sentence_transformers import SentenceTransformer
 
     from models.encoder import SentenceEncoder
-    from models.settings import ContrastiveObjective, EncoderSettings, TrainSettings
+    from models.objectives.contrastive import ContrastiveObjective
+    from models.settings import EncoderSettings, TrainSettings
     from models.train import train
 
     src = (SAMPLE / "bitext" / "en-de.en").read_text().splitlines()[:64]

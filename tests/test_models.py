@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from models.evaluation.retrieval import retrieval_accuracy
-from models.objectives import info_nce
+from models.objectives.contrastive import info_nce
 
 
 def _np_info_nce(z1: np.ndarray, z2: np.ndarray, tau: float) -> float:

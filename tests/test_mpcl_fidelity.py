@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from models import components
-from models.objectives import mpcl_loss
-from models.objectives.mpcl import MPCL_SCALINGS
-from models.settings import ContrastiveObjective, MpclObjective, TrainSettings
+from models.objectives import contrastive, mpcl
+from models.objectives.contrastive import ContrastiveObjective
+from models.objectives.mpcl import MPCL_SCALINGS, MpclObjective, mpcl_loss
+from models.settings import TrainSettings
 
 FIFTEEN = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh")
 
@@ -139,13 +139,13 @@ def _captured(monkeypatch: pytest.MonkeyPatch, name: str) -> dict:
         seen["args"], seen["kwargs"] = args, kwargs
         return torch.zeros(())
 
-    monkeypatch.setattr(components, name, fake)
+    monkeypatch.setattr(mpcl, name, fake)
     return seen
 
 
 def test_anchor_sees_five_positives_with_fifteen_languages(groups15: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _captured(monkeypatch, "mpcl_loss")
-    c = _component(components.MpclComponent, MpclObjective(batch_size=8), groups15)
+    c = _component(mpcl.MpclComponent, MpclObjective(batch_size=8), groups15)
     for step in range(3):
         b = c.batch(step)
         texts = b.columns[0]
@@ -157,27 +157,27 @@ def test_anchor_sees_five_positives_with_fifteen_languages(groups15: Path, monke
         for gid in torch.unique(ids).tolist():
             members = [texts[k] for k in range(len(texts)) if ids[k] == gid]
             assert len({t.split(".")[0] for t in members}) == 1 and len({t.split(".")[1] for t in members}) == 6
-    every = _component(components.MpclComponent, MpclObjective(batch_size=8, group_members=None), groups15)
+    every = _component(mpcl.MpclComponent, MpclObjective(batch_size=8, group_members=None), groups15)
     assert len(every.batch(0).columns[0]) == 8 * 15
 
 
-def seen_multi_mask(component: components.MpclComponent, step: int):
+def seen_multi_mask(component: mpcl.MpclComponent, step: int):
     seen: dict = {}
-    original = components.mpcl_loss
-    components.mpcl_loss = lambda *a, **k: seen.update(k) or torch.zeros(())  # type: ignore[assignment]
+    original = mpcl.mpcl_loss
+    mpcl.mpcl_loss = lambda *a, **k: seen.update(k) or torch.zeros(())  # type: ignore[assignment]
     try:
         b = component.batch(step)
         b.loss_fn([torch.randn(len(b.columns[0]), 4)])
     finally:
-        components.mpcl_loss = original
+        mpcl.mpcl_loss = original
     return seen["candidate_mask"]
 
 
 def test_split_pairs_is_single_positive_on_the_same_sentences(groups15: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen = _captured(monkeypatch, "mpcl_loss")
     o = MpclObjective(batch_size=8, languages=("en", "de", "fr", "es", "ru", "zh"))
-    multi = _component(components.MpclComponent, o, groups15)
-    single = _component(components.MpclComponent, MpclObjective(**{**o.__dict__, "split_pairs": True}), groups15)
+    multi = _component(mpcl.MpclComponent, o, groups15)
+    single = _component(mpcl.MpclComponent, MpclObjective(**{**o.__dict__, "split_pairs": True}), groups15)
     for step in range(3):
         bm, bs = multi.batch(step), single.batch(step)
         assert sorted(bm.columns[0]) == sorted(bs.columns[0])  # the same sentences per step
@@ -201,7 +201,7 @@ def test_split_pairs_is_single_positive_on_the_same_sentences(groups15: Path, mo
 
 
 def test_mpcl_hard_negative_is_always_a_contradiction(groups15: Path) -> None:
-    c = _component(components.MpclComponent, MpclObjective(batch_size=8, hard_negatives=True), groups15)
+    c = _component(mpcl.MpclComponent, MpclObjective(batch_size=8, hard_negatives=True), groups15)
     langs = set()
     for step in range(12):
         texts, negs = c.batch(step).columns
@@ -217,7 +217,7 @@ def test_mpcl_hard_negative_is_always_a_contradiction(groups15: Path) -> None:
 
 def test_contrastive_hard_negative_is_always_a_contradiction(groups15: Path) -> None:
     o = ContrastiveObjective(data="xnli_groups", batch_size=8, hard_negatives=True)
-    c = _component(components.PairComponent, o, groups15)
+    c = _component(contrastive.ContrastiveComponent, o, groups15)
     for step in range(12):
         a, b, negs = c.batch(step).columns
         for x, y, n in zip(a, b, negs, strict=True):

@@ -1,7 +1,8 @@
-"""An objective is added in one place (issue 22, items 3 and 4): the objective registry (``models.objective_registry``)
-names each kind's settings dataclass, corpus tables and component, and the settings reader, the config's error messages,
-the DAG's wiring and ``build_components`` all read it — so a toy objective registered here (and nowhere else) is read
-from a pipeline config, wired to its corpus, built and trained. And one reader (``models.settings_io``) reads the
+"""An objective is added in one place (issue 22 items 3–4, issue 29 item 1): one module in ``models/objectives/`` holds
+its settings (registered with ``@objective``), its component and its loss; the registry finds the module, and the
+settings reader, the config's error messages, the DAG's wiring and ``build_components`` all read it — so a toy
+objective written as one new file (and nothing else) is read from a pipeline config, wired to its corpus and trained
+through ``polysent run``. And one reader (``models.settings_io``) reads the
 model settings of the pipeline config and of ``python -m models.train`` job files, with the same messages, without
 pydantic."""
 
@@ -10,11 +11,12 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,60 +25,71 @@ from conftest import REPO, SAMPLE
 
 from flows.config import ConfigError, load_config
 from models import objective_registry as registry
-from models.settings import AtLeastOne, NonNegative, Objective, Positive, TrainSettings
+from models.settings import Objective
+
+TOY_MODULE = '''"""A toy objective, the whole of it in one file as the README's "Adding an objective" says: pulls each
+translation pair together, mean (1 − cos(a, b)) + margin · mean cos(a, next row's b)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from models import corpus_tables as ct
+from models.components import Component, StepBatch
+from models.lazy_torch import F, torch
+from models.objective_registry import Objective, objective
+from models.sampling import BatchPlan
+from models.settings import AtLeastOne, NonNegative, Positive
 
 
+@objective(tables=("bitext_pairs",))
 @dataclass(frozen=True)
 class ToyObjective(Objective):
-    """Pulls each translation pair together: mean (1 − cos(a, b)) + ``margin`` · mean cos with the next row's b."""
-
     kind: Literal["toy"] = "toy"
     weight: NonNegative = 1.0
     batch_size: AtLeastOne = 4
     margin: Positive = 0.5
 
+    def build(self, name, tables, settings, stream, device, student):
+        return ToyComponent(name, self, tables, settings, stream, device)
 
-def _toy_component() -> type:
-    """The toy's Component, defined on first use (``models.components`` imports torch)."""
-    import torch
 
-    from models import corpus_tables as ct
-    from models.components import Component, StepBatch
-    from models.sampling import BatchPlan
+class ToyComponent(Component):
+    def __init__(self, name: str, o: ToyObjective, tables: Mapping[str, Path], settings, stream: int,
+                 device) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
+        self.plan = BatchPlan(len(self.pairs), o.batch_size, settings.seed + stream, what=f"objective {name}")
 
-    class ToyComponent(Component):
-        def __init__(self, name: str, o: ToyObjective, tables: Mapping[str, Path], settings: TrainSettings,
-                     stream: int, device: torch.device, student: object = None) -> None:
-            super().__init__(name, o, settings.seed, stream, device)
-            self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
-            self.plan = BatchPlan(len(self.pairs), o.batch_size, settings.seed + stream, what=f"objective {name}")
+    def batch(self, step: int) -> StepBatch:
+        idx, margin = self.plan.batch(step), self.objective.margin
+        a, b = [self.pairs.a[i] for i in idx], [self.pairs.b[i] for i in idx]
+        return StepBatch([a, b], lambda embs: toy_loss(*embs, margin), 2 * len(a))
 
-        def batch(self, step: int) -> StepBatch:
-            idx, margin = self.plan.batch(step), self.objective.margin
-            a, b = [self.pairs.a[i] for i in idx], [self.pairs.b[i] for i in idx]
 
-            def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
-                za, zb = (torch.nn.functional.normalize(e.float(), dim=-1) for e in embs)
-                return (1 - (za * zb).sum(-1)).mean() + margin * (za * zb.roll(1, 0)).sum(-1).mean()
-
-            return StepBatch([a, b], loss_fn, 2 * len(a))
-
-    return ToyComponent
+def toy_loss(a: torch.Tensor, b: torch.Tensor, margin: float) -> torch.Tensor:
+    za, zb = F.normalize(a.float(), dim=-1), F.normalize(b.float(), dim=-1)
+    return (1 - (za * zb).sum(-1)).mean() + margin * (za * zb.roll(1, 0)).sum(-1).mean()
+'''
 
 
 @pytest.fixture
-def toy() -> Iterator[None]:
-    registry.register_objective(ToyObjective, tables=("bitext_pairs",), component=f"{__name__}:TOY")
+def toy(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[type]:
+    """The toy objective as one new file in a folder of the ``models.objectives`` package path — the way a built-in is
+    added, without writing into the repository: nothing else is edited or registered by hand."""
+    import models.objectives
+
+    folder = tmp_path_factory.mktemp("objectives")
+    (folder / "toy.py").write_text(TOY_MODULE, encoding="utf-8")
+    monkeypatch.setattr(models.objectives, "__path__", [*models.objectives.__path__, str(folder)])
     try:
-        yield
+        yield registry.kinds()["toy"]
     finally:
         registry.unregister_objective("toy")
-
-
-def __getattr__(name: str) -> type:  # ``<this module>:TOY``: the lazy "module:Class" form, as the built-ins use
-    if name == "TOY":
-        return _toy_component()
-    raise AttributeError(name)
+        sys.modules.pop("models.objectives.toy", None)
 
 
 def _config(tmp_path: Path, objectives: list[dict], **run: object) -> Path:
@@ -114,41 +127,53 @@ def _tiny_tables(root: Path) -> tuple[dict[str, Path], Path]:
     return {"bitext_pairs": root / "bitext_pairs"}, root / "tokenizer"
 
 
-def test_a_registered_toy_objective_trains_through_the_pipeline_config(tmp_path: Path, toy: None) -> None:
-    import torch
-
+def test_a_toy_objective_in_one_new_file_trains_through_polysent_run(tmp_path: Path, toy: type) -> None:
+    from flows.cli import main
     from flows.dag import build_dag
-    from models.components import build_components
-    from models.encoder import SentenceEncoder
-    from models.train import train
 
     # the pipeline config reads the toy kind into its dataclass, with its own key checked and its table derived
     path = _config(tmp_path, [{"kind": "toy", "margin": 0.2}])
     ts = load_config(path).training["toy_run"]
-    assert ts.objectives == (ToyObjective(margin=0.2),) and ts.tables() == ("bitext_pairs",)
+    assert ts.objectives == (toy(margin=0.2),) and ts.tables() == ("bitext_pairs",)
     # the DAG wires the run to the corpus node of the table the registry names
     assert build_dag(load_config(path))["train.toy_run"].deps["bitext_pairs"] == "bitext_pairs"
 
+    assert main(["run", str(path), "--executor", "local"]) == 0
+    con = duckdb.connect(str(tmp_path / "data" / "warehouse.duckdb"), read_only=True)
+    try:
+        steps = con.execute("select step, loss from train_steps where train_run = 'toy_run' order by step").fetchall()
+        objectives = con.execute("select distinct objective from train_objective_losses "
+                                 "where train_run = 'toy_run'").fetchall()
+    finally:
+        con.close()
+    assert [s for s, _ in steps] == [1, 2, 3] and all(math.isfinite(x) and x > 0 for _, x in steps)
+    assert objectives == [("toy",)]
+
+
+def test_a_toy_objective_builds_through_its_settings(tmp_path: Path, toy: type) -> None:
+    import torch
+
+    from models.encoder import SentenceEncoder
+    from models.train import build_components, train
+
+    ts = load_config(_config(tmp_path, [{"kind": "toy", "margin": 0.2}])).training["toy_run"]
     tables, tokenizer = _tiny_tables(tmp_path / "corpora")
     student = SentenceEncoder.from_settings(ts.encoder, tokenizer)
     (component,) = build_components(ts, tables, student, torch.device("cpu"))
     assert type(component).__name__ == "ToyComponent" and component.name == "toy" and component.weight == 1.0
-
     train(ts, tables, tmp_path / "run", run_name="toy_run", tokenizer_dir=tokenizer, progress=False)
-    steps = pq.read_table(tmp_path / "run" / "train_steps.parquet").to_pydict()
     per_objective = pq.read_table(tmp_path / "run" / "train_objective_losses.parquet").to_pydict()
-    assert steps["step"] == [1, 2, 3] and all(math.isfinite(x) and x > 0 for x in steps["loss"])
     assert set(per_objective["objective"]) == {"toy"}
     assert (tmp_path / "run" / "model" / "config.json").exists()
 
 
-def test_config_errors_read_the_registry(tmp_path: Path, toy: None) -> None:
+def test_config_errors_read_the_registry(tmp_path: Path, toy: type) -> None:
     path = _config(tmp_path, [{"kind": "triplet"}])
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value) == (f"{path}:{_line(path, 'kind: triplet')}: training.toy_run.objectives.0.kind: unknown "
-                              "objective kind (value 'triplet'); expected one of 'contrastive', 'mpcl', 'soft_label', "
-                              "'ease', 'simcse', 'vmsst', 'toy'")
+                              "objective kind (value 'triplet'); expected one of 'contrastive', 'ease', 'mpcl', "
+                              "'simcse', 'soft_label', 'toy', 'vmsst'")
     path = _config(tmp_path, [{"kind": "toy", "margin": 0, "colour": "red"}])
     with pytest.raises(ConfigError) as err:
         load_config(path)
@@ -163,7 +188,7 @@ def test_unregistered_kinds_are_refused_and_registration_is_checked(tmp_path: Pa
     with pytest.raises(ConfigError, match=r"unknown objective kind \(value 'toy'\); expected one of 'contrastive'"):
         load_config(_config(tmp_path, [{"kind": "toy"}]))
     with pytest.raises(LookupError, match="objective 'toy' is not registered"):
-        registry.objective_tables(ToyObjective())
+        registry.objective_tables("toy")
 
     @dataclass(frozen=True)
     class NoWeight(Objective):
@@ -171,7 +196,16 @@ def test_unregistered_kinds_are_refused_and_registration_is_checked(tmp_path: Pa
         batch_size: int = 1
 
     with pytest.raises(TypeError, match=r"lacks the field\(s\) \['weight'\]"):
-        registry.register_objective(NoWeight, tables=(), component="x:y")
+        registry.register_objective(NoWeight, tables=())
+
+    @dataclass(frozen=True)
+    class NoBuild(Objective):
+        kind: Literal["nobuild"] = "nobuild"
+        weight: float = 1.0
+        batch_size: int = 1
+
+    with pytest.raises(TypeError, match=r"must define build\(\) returning its component"):
+        registry.register_objective(NoBuild, tables=())
 
     @dataclass(frozen=True)
     class Again(Objective):
@@ -179,18 +213,28 @@ def test_unregistered_kinds_are_refused_and_registration_is_checked(tmp_path: Pa
         weight: float = 1.0
         batch_size: int = 1
 
+        def build(self, *args: object) -> None:
+            raise AssertionError("never built")
+
     with pytest.raises(ValueError, match="'mpcl' is already registered"):
-        registry.register_objective(Again, tables=(), component="x:y")
+        registry.register_objective(Again, tables=())
     assert registry.kinds()["mpcl"].__name__ == "MpclObjective"
 
 
 def test_every_builtin_kind_names_a_component_and_its_tables() -> None:
     from models.components import Component
-    from models.settings import ContrastiveObjective, EaseObjective, MpclObjective, SimcseObjective
+    from models.objectives.contrastive import ContrastiveObjective
+    from models.objectives.ease import EaseObjective
+    from models.objectives.mpcl import MpclObjective
+    from models.objectives.simcse import SimcseObjective
 
-    components = registry.resolve_all()
-    assert list(components) == ["contrastive", "mpcl", "soft_label", "ease", "simcse", "vmsst"]
-    assert all(isinstance(c, type) and issubclass(c, Component) for c in components.values())
+    kinds = registry.kinds()
+    assert list(kinds) == ["contrastive", "ease", "mpcl", "simcse", "soft_label", "vmsst"]
+    for kind, settings in kinds.items():  # each defined, with its component, in models/objectives/<kind>.py
+        module = sys.modules[settings.__module__]
+        assert settings.__module__ == f"models.objectives.{kind}"
+        built = getattr(module, settings.build.__annotations__["return"])
+        assert isinstance(built, type) and issubclass(built, Component) and built.__module__ == settings.__module__
     assert registry.objective_tables(ContrastiveObjective(data="xnli_single_pairs")) == ("xnli_groups",
                                                                                        "xnli_single_pairs")
     assert registry.objective_tables(EaseObjective()) == ("hard_negatives", "entity_vectors")
@@ -234,7 +278,8 @@ def test_the_settings_reader_needs_neither_pydantic_nor_torch(tmp_path: Path) ->
             "from models.settings import TrainSettings\n"
             "from models.settings_io import SettingsError, read_yaml\n"
             "try:\n    read_yaml(TrainSettings, sys.argv[1])\nexcept SettingsError as e:\n    print(e)\n"
-            "assert 'torch' not in sys.modules\n")
+            "from models.lazy_torch import torch_loaded\n"
+            "assert not torch_loaded(), 'the settings reader loaded torch'\n")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.yaml")], capture_output=True, text=True,
                           cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -11,18 +11,18 @@ import numpy as np
 import pytest
 import torch
 
-from models.objectives import (
-    EntityHead,
-    ease_entity_loss,
-    ease_loss,
-    info_nce,
-    mpcl_loss,
-    simcse_loss,
+from models.entity_head import EntityHead
+from models.objectives.contrastive import info_nce
+from models.objectives.ease import ease_entity_loss, ease_loss
+from models.objectives.mpcl import mpcl_loss
+from models.objectives.simcse import simcse_loss
+from models.objectives.soft_label import (
+    SoftLabelObjective,
+    soft_label_column_targets,
     soft_label_loss,
     soft_label_targets,
+    soft_targets_from_similarity,
 )
-from models.objectives.soft_label import soft_label_column_targets, soft_targets_from_similarity
-from models.settings import SoftLabelObjective
 
 R = 1 / math.sqrt(2)  # cos 45°
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

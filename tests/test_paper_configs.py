@@ -148,7 +148,8 @@ socket.socket.connect = refuse
 socket.create_connection = refuse
 from flows.cli import main
 codes = [main(["plan", p, "--data-root", {str(tmp_path / "data")!r}]) for p in {paths!r}]
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r})
+from models.lazy_torch import torch_loaded  # torch's lazy placeholder is no import of torch
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r} and (m != "torch" or torch_loaded()))
 print("RESULT " + json.dumps({{"codes": codes, "heavy": heavy, "tried": tried}}))
 """
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,

@@ -21,18 +21,13 @@ from conftest import REPO, SAMPLE
 
 from contract import StageResult
 from models.corpus_tables import CorpusError, load_groups
+from models.objectives.contrastive import ContrastiveObjective
+from models.objectives.ease import EaseObjective
+from models.objectives.mpcl import MpclObjective
+from models.objectives.simcse import SimcseObjective
+from models.objectives.soft_label import SoftLabelObjective
 from models.sampling import BatchPlan
-from models.settings import (
-    ContrastiveObjective,
-    DevSettings,
-    EaseObjective,
-    EncoderSettings,
-    MpclObjective,
-    SimcseObjective,
-    SoftLabelObjective,
-    TokenizerSettings,
-    TrainSettings,
-)
+from models.settings import DevSettings, EncoderSettings, TokenizerSettings, TrainSettings
 
 LANGS = ("de", "en", "es", "fr", "ru")
 TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32, dropout=0.1)
@@ -253,7 +248,7 @@ def test_resume_with_a_different_config_is_refused_naming_the_difference(tmp_pat
 
 def test_non_finite_loss_stops_at_the_step_and_names_the_last_good_checkpoint(
         tmp_path: Path, corpora: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    import models.components as comp
+    import models.objectives.mpcl as comp
     from models.train import NonFiniteLossError
 
     real = comp.mpcl_loss
@@ -313,8 +308,8 @@ def test_teacher_cache_holds_only_the_drawn_texts_and_trains_as_without(tmp_path
                                                                          labels: str) -> None:
     """The cache encodes the texts the run's batches hand the teacher (priority side; both sides for Average) and
     nothing else; the losses equal those of a run that encodes each batch on the fly."""
-    from models.components import build_components
     from models.encoder import SentenceEncoder
+    from models.train import build_components
 
     soft = SoftLabelObjective(data="bitext_pairs", batch_size=6, teacher="self", labels=labels)
     settings = _settings(objectives=(soft,), steps=3, grad_accumulation=2,

@@ -23,10 +23,11 @@ from conftest import SAMPLE
 
 from models import distributed
 from models.encoder import SentenceEncoder
-from models.objectives import info_nce
-from models.objectives.vmsst import gaussian_kl, kl_annealing, sequence_nll, vmsst_loss
-from models.settings import EncoderSettings, TokenizerSettings, TrainSettings, VmsstObjective
+from models.objectives.contrastive import info_nce
+from models.objectives.vmsst import VmsstObjective
+from models.settings import EncoderSettings, TokenizerSettings, TrainSettings
 from models.vmsst import LatentConditionedDecoder, VmsstModel
+from models.vmsst.loss import gaussian_kl, kl_annealing, sequence_nll, vmsst_loss
 
 TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32, dropout=0.0,
                        projection=32)
@@ -72,7 +73,7 @@ def _settings(objective: VmsstObjective | None = None, **kw) -> TrainSettings:
 
 
 def _component(settings: TrainSettings, corpora: dict[str, Path], tables: dict[str, Path] | None = None):
-    from models.components import build_components
+    from models.train import build_components
 
     torch.manual_seed(0)
     student = SentenceEncoder.from_settings(settings.encoder, corpora["tokenizer"])

@@ -52,8 +52,8 @@ def run_train(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], 
 
 def model_folders(ts: TrainSettings) -> dict[str, Path]:
     """Local model folders a training run reads (a pretrained start point, a teacher): their files enter its key."""
-    found = {"encoder": ts.encoder.pretrained} | {f"teacher{i}": o.teacher for i, o in enumerate(ts.objectives)
-                                                  if getattr(o, "teacher", "self") != "self"}
+    found = {"encoder": ts.encoder.pretrained} | {f"{role}{i}": model for i, o in enumerate(ts.objectives)
+                                                  for role, model in o.models().items()}
     return {role: Path(v) for role, v in found.items() if v and Path(v).is_dir()}
 
 
@@ -63,9 +63,10 @@ def portable_train(ts: TrainSettings) -> dict[str, Any]:
     data = canonical(ts)
     if data["encoder"].get("pretrained") and Path(data["encoder"]["pretrained"]).is_dir():
         data["encoder"]["pretrained"] = Path(data["encoder"]["pretrained"]).name
-    for o in data["objectives"]:
-        if o.get("teacher") not in (None, "self") and Path(o["teacher"]).is_dir():
-            o["teacher"] = Path(o["teacher"]).name
+    for o, settings in zip(data["objectives"], ts.objectives, strict=True):
+        for role, model in settings.models().items():
+            if Path(model).is_dir():
+                o[role] = Path(model).name
     return data
 
 

@@ -1,20 +1,8 @@
-"""Training objectives, one module per loss; each loss takes embeddings, so it is tested without a model."""
+"""Training objectives: one module per objective (``<kind>.py``) holding its settings (registered with
+``@objective``), its component (batch building and forward) and its loss; ``loss_parts`` holds what the contrastive
+losses share. The objective registry (``models.objective_registry``) imports every module here, so adding an
+objective is one new file (and its test). Each loss takes embeddings, so it is tested without a model.
 
-from models.objectives.ease import EntityHead, ease_entity_loss, ease_loss
-from models.objectives.embedding_mse import embedding_mse
-from models.objectives.info_nce import info_nce
-from models.objectives.mpcl import mpcl_loss
-from models.objectives.simcse import simcse_loss
-from models.objectives.soft_label import soft_label_loss, soft_label_targets
-
-__all__ = [
-    "EntityHead",
-    "ease_entity_loss",
-    "ease_loss",
-    "embedding_mse",
-    "info_nce",
-    "mpcl_loss",
-    "simcse_loss",
-    "soft_label_loss",
-    "soft_label_targets",
-]
+This package imports nothing at import time: the modules load torch lazily (``models.lazy_torch``), so the pipeline's
+config loader reads their settings without paying for torch.
+"""

@@ -36,88 +36,101 @@ Relations:
     - ``ease_loss`` with ``entity_weight = 0`` is ``simcse_loss``;
     - ``ease_entity_loss`` is ``info_nce(symmetric=False)`` with entities as positives, entity hard negatives, τ = τ_e
       and w = w_hn.
+
+Settings (``EaseObjective``, kind ``ease``): its docstring. Inputs: ``hard_negatives`` (sentence, linked entity, its
+type-based hard negative) and ``entity_vectors`` (Wikipedia2Vec vectors that initialise the entity table of
+``models.entity_head.EntityHead``, a trainable part of this objective). Shared loss parts: ``loss_parts``.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import torch
-from torch import nn
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-from models.objectives.info_nce import _check_matrix, _check_temperature, _info_nce
+from models import corpus_tables as ct
+from models.components import Component, StepBatch, gathered, text_lengths
+from models.lazy_torch import torch
+from models.objective_registry import Objective, objective
+from models.objectives.loss_parts import check_matrix, check_temperature, masked_info_nce
 from models.objectives.simcse import simcse_loss
+from models.sampling import BatchPlan
+from models.settings import AtLeastOne, NonNegative, Positive
 
-__all__ = ["EntityHead", "ease_entity_loss", "ease_loss"]
+if TYPE_CHECKING:
+    from models.encoder import SentenceEncoder
+    from models.settings import TrainSettings
+
+__all__ = ["EaseComponent", "EaseObjective", "ease_entity_loss", "ease_loss"]
 
 
-class EntityHead(nn.Module):
-    """Entity table + transformation: id → tanh(W · E[id] + b) (the code's ``EntityMLPLayer``; row 0 is [PAD]).
+@objective(tables=("hard_negatives", "entity_vectors"))
+@dataclass(frozen=True)
+class EaseObjective(Objective):
+    """EASE (methods §4): sentence ↔ linked-entity contrast on ``hard_negatives`` rows with Wikipedia2Vec-initialised
+    entities (``entity_vectors``) through W (Linear + tanh as the code, ``nonlinear: false`` for the paper's linear
+    W), plus the SimCSE dropout loss: L = L_simcse + λ·L_entity. ``entity_temperature`` divides (10 multilingual,
+    100 monolingual); the own type-based hard negative gets the additive logit ``hard_negative_weight``."""
 
-    Args:
-        num_entities: number of real entities; ids 1..num_entities, id 0 is [PAD] (a zero row, no gradient).
-        entity_dim: width of the entity table (768 for Wikipedia2Vec ``enwiki.fp16.768.vec``).
-        hidden_size: width of the sentence embeddings the output is compared with.
-        nonlinear: tanh after the linear map (the code); False gives the paper's linear W.
-    """
+    kind: Literal["ease"] = "ease"
+    data: Literal["hard_negatives"] = "hard_negatives"
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 8
+    simcse_temperature: Positive = 0.05
+    entity_temperature: Positive = 10.0
+    entity_weight: NonNegative = 0.01
+    hard_negatives: bool = True
+    hard_negative_weight: float = 1.0
+    nonlinear: bool = True
+    seed: int = 0
 
-    def __init__(self, num_entities: int, entity_dim: int, hidden_size: int, nonlinear: bool = True) -> None:
-        super().__init__()
-        for value, name in ((num_entities, "num_entities"), (entity_dim, "entity_dim"), (hidden_size, "hidden_size")):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        self.num_entities = num_entities
-        self.nonlinear = nonlinear
-        self.embedding = nn.Embedding(num_entities + 1, entity_dim, padding_idx=0)
-        self.linear = nn.Linear(entity_dim, hidden_size)
+    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
+              device: torch.device, student: SentenceEncoder) -> EaseComponent:
+        return EaseComponent(name, self, tables, settings, stream, device, student)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """B×hidden_size transformed entity embeddings of ``ids`` ((B,) long, 0 = [PAD])."""
-        if not isinstance(ids, torch.Tensor) or ids.dim() != 1:
-            shape = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise ValueError(f"ids must be a 1-D integer tensor of shape (B,), got {shape}")
-        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-            raise ValueError(f"ids must be an integer (long) tensor of shape (B,), got dtype {ids.dtype}")
-        out = self.linear(self.embedding(ids.long()))
-        return torch.tanh(out) if self.nonlinear else out
 
-    @classmethod
-    def from_vectors(cls, vectors: np.ndarray, hidden_size: int, nonlinear: bool = True, seed: int = 0) -> EntityHead:
-        """A head whose entity table starts from pre-trained vectors (Wikipedia2Vec), as EASE's ``main.py`` does.
+class EaseComponent(Component):
+    """EASE on ``hard_negatives`` rows: two dropout views of each sentence (SimCSE) and the sentence against its
+    entity and the entity's type-based hard negative through the trainable entity head."""
 
-        Args:
-            vectors: n×entity_dim array; row k is entity id k+1; an all-NaN row marks an entity missing from
-                Wikipedia2Vec, drawn from U(−0.05, 0.05) with ``torch.Generator().manual_seed(seed)``.
-            hidden_size: output width.
-            nonlinear: tanh after the linear map.
-            seed: seed of the missing rows' draw (the linear layer keeps PyTorch's default initialisation).
+    objective: EaseObjective
 
-        Returns:
-            An ``EntityHead`` with ``num_entities = n`` (float32 parameters; row 0 zeros).
-        """
-        vectors = np.asarray(vectors)
-        if vectors.ndim != 2 or vectors.shape[0] < 1 or vectors.shape[1] < 1:
-            raise ValueError(f"vectors must be a 2-D array of shape n×entity_dim (n ≥ 1), got shape {vectors.shape}")
-        if not np.issubdtype(vectors.dtype, np.floating):
-            raise ValueError(f"vectors must be a floating-point array (NaN rows = missing), got dtype {vectors.dtype}")
-        nan = np.isnan(vectors)
-        missing = nan.all(axis=1)
-        partial = nan.any(axis=1) & ~missing
-        if partial.any():
-            raise ValueError(f"vectors row {int(np.flatnonzero(partial)[0])} is partly NaN; a missing entity must be "
-                             "an all-NaN row")
-        n, dim = vectors.shape
-        head = cls(n, dim, hidden_size, nonlinear)
-        table = torch.zeros(n + 1, dim, dtype=torch.float32)
-        present = torch.from_numpy(~missing)
-        table[1:][present] = torch.from_numpy(vectors[~missing].astype(np.float32))
-        n_missing = int(missing.sum())
-        if n_missing:
-            gen = torch.Generator().manual_seed(seed)
-            draw = torch.rand(n_missing, dim, generator=gen, dtype=torch.float32) * 0.1 - 0.05
-            table[1:][torch.from_numpy(missing)] = draw
-        with torch.no_grad():
-            head.embedding.weight.copy_(table)
-        return head
+    def __init__(self, name: str, o: EaseObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device, student: SentenceEncoder) -> None:
+        from models.entity_head import EntityHead
+
+        super().__init__(name, o, settings.seed, stream, device)
+        self.data = ct.load_entity_pairs(tables["hard_negatives"], tables["entity_vectors"],
+                                         require_negative=o.hard_negatives)
+        self.text_ids = ct.meaning_ids(self.data.text)
+        self.plan = BatchPlan(len(self.data), o.batch_size, settings.seed + stream,
+                              lengths=text_lengths(self.data.text) if settings.length_bucketing else None,
+                              what=f"objective {name} (hard_negatives)")
+        head = EntityHead.from_vectors(self.data.vectors, student.dim, nonlinear=o.nonlinear, seed=o.seed)
+        self.modules["entities"] = head.to(device)
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        texts = [self.data.text[i] for i in idx]
+        ent, neg = self.data.entity[idx], self.data.negative[idx]
+        local_ent = self.ids(self.local(list(ent)))
+        local_neg = self.ids(self.local(list(neg)))
+        text_ids, ent_ids = self.ids(self.text_ids[idx]), self.ids(ent)
+        head = self.modules["entities"]
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            from models import distributed
+
+            z1, z2 = gathered(embs)
+            e = distributed.gather(head(local_ent).float())
+            n = distributed.gather(head(local_neg).float()) if o.hard_negatives else None
+            return ease_loss(z1, z2, e, n, simcse_temperature=o.simcse_temperature,
+                             entity_temperature=o.entity_temperature, hard_negative_weight=o.hard_negative_weight,
+                             entity_weight=o.entity_weight, groups=text_ids, entity_groups=ent_ids)
+
+        local = self.local(texts)
+        return StepBatch([local, list(local)], loss_fn, 2 * len(texts))
 
 
 def ease_entity_loss(sentences: torch.Tensor, entities: torch.Tensor, negatives: torch.Tensor | None = None,
@@ -138,7 +151,7 @@ def ease_entity_loss(sentences: torch.Tensor, entities: torch.Tensor, negatives:
     Returns:
         The scalar loss (mean over the B sentences).
     """
-    return _info_nce(sentences, entities, temperature, False, negatives, hard_negative_weight, entity_groups,
+    return masked_info_nce(sentences, entities, temperature, False, negatives, hard_negative_weight, entity_groups,
                      names=("sentences", "entities", "negatives", "entity_groups"))
 
 
@@ -163,9 +176,9 @@ def ease_loss(z1: torch.Tensor, z2: torch.Tensor, entities: torch.Tensor, negati
     Returns:
         The scalar loss.
     """
-    _check_matrix(z1, "z1")
-    _check_temperature(entity_temperature, "entity_temperature")
-    _check_temperature(simcse_temperature, "simcse_temperature")
+    check_matrix(z1, "z1")
+    check_temperature(entity_temperature, "entity_temperature")
+    check_temperature(simcse_temperature, "simcse_temperature")
     sentence_term = simcse_loss(z1, z2, temperature=simcse_temperature, groups=groups)
     entity_term = ease_entity_loss(z1, entities, negatives, temperature=entity_temperature,
                                    hard_negative_weight=hard_negative_weight, entity_groups=entity_groups)

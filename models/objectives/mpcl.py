@@ -56,20 +56,150 @@ Relations:
       scaling equals ``info_nce(symmetric=True)`` (sentence-transformers' MultipleNegativesSymmetricRankingLoss);
     - the paper's hard-negative variant passes XNLI contradictions as ``hard_negatives`` (in every denominator, never
       positives); the warm-up phase uses the single-positive loss (``info_nce`` / this loss with K = 1).
+
+Settings (``MpclObjective``, kind ``mpcl``): its docstring. Inputs: ``xnli_groups`` (translation groups, with their
+contradiction groups for ``hard_negatives``); a batch embeds one column of every drawn member (and a column of hard
+negatives). Shared loss parts: ``loss_parts``.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
-import torch
+import numpy as np
 
-from models.objectives.info_nce import _check_ids, _check_matrix, _check_temperature, _cosine
+from models import corpus_tables as ct
+from models.components import Component, StepBatch, gathered, groups_with_contradiction
+from models.lazy_torch import torch
+from models.objective_registry import Need, Objective, objective
+from models.objectives.loss_parts import check_ids, check_matrix, check_temperature, cosine
+from models.sampling import BatchPlan, step_rng
+from models.settings import AtLeastOne, NonNegative, NonNegativeInt, Positive, Range
 
-__all__ = ["MPCL_SCALINGS", "Scaling", "mpcl_loss"]
+if TYPE_CHECKING:
+    from models.encoder import SentenceEncoder
+    from models.settings import TrainSettings
+
+__all__ = ["MPCL_SCALINGS", "MpclComponent", "MpclObjective", "Scaling", "mpcl_loss"]
 
 Scaling = Literal["none", "row", "row_detached", "matrix", "matrix_detached"]
 MPCL_SCALINGS: tuple[str, ...] = get_args(Scaling)
+
+
+def _needs(o: Any) -> list[Need]:
+    return [("xnli_groups", "lang", tuple(o.languages))]  # rows in the objective's languages
+
+
+@objective(tables=("xnli_groups",), needs=_needs)
+@dataclass(frozen=True)
+class MpclObjective(Objective):
+    """MPCL (methods §2): ``batch_size`` translation groups per batch, ``group_members`` members of each drawn from
+    ``languages`` (all the group has when empty) — the paper's anchor sees K = 5 positives even with 15 languages, so
+    the default draws 6 (``None``: every member); positives summed inside the log (``inside``, paper Eq. 2) or
+    SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling (``models.objectives.mpcl``; default
+    ``none``, measured in ``bench/replications.py mpcl``); ``minmax_self``: the self-similarity joins the min–max range.
+    ``split_pairs``: the paper's "+Single" baseline through the same loss and scaling — each group's drawn members
+    become disjoint pairs, each its own group (K = 1), the same sentences per step (an odd member is dropped at random);
+    the other pairs of a row's own group are no candidates of it, so both conditions see the same in-batch negatives.
+    The first ``single_positive_steps`` steps draw two members per group (single-positive Eq. 1 warm-up).
+    ``anchors``: every sentence, or one random member per group. ``hard_negatives``: only groups with a contradiction
+    (XNLI premises) are drawn, each with a member of its contradiction-hypothesis group in a random language as the
+    hard negative (paper §3.6)."""
+
+    kind: Literal["mpcl"] = "mpcl"
+    data: Literal["xnli_groups"] = "xnli_groups"
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 32
+    languages: tuple[str, ...] = ()
+    group_members: Annotated[int, Range(ge=2)] | None = 6
+    split_pairs: bool = False
+    temperature: Positive = 0.05
+    positives: Literal["inside", "outside"] = "inside"
+    scaling: Scaling = "none"
+    minmax_self: bool = False
+    anchors: Literal["all", "one_per_group"] = "all"
+    single_positive_steps: NonNegativeInt = 0
+    hard_negatives: bool = False
+
+    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
+              device: torch.device, student: SentenceEncoder) -> MpclComponent:
+        return MpclComponent(name, self, tables, settings, stream, device)
+
+
+class MpclComponent(Component):
+    """MPCL (``models.objectives.mpcl``) on XNLI translation groups; with ``split_pairs`` the paper's "+Single" baseline
+    through the same loss, scaling and sentences per step."""
+
+    objective: MpclObjective
+
+    def __init__(self, name: str, o: MpclObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        if o.group_members is not None and o.group_members < 2:
+            raise ValueError(f"objective {name}: group_members must be ≥ 2 (an anchor and a positive) or null for "
+                             f"every member, got {o.group_members}")
+        self.groups = ct.load_groups(tables["xnli_groups"], o.languages)
+        # the groups a batch draws from: with hard negatives, only those with a contradiction (XNLI premises)
+        self.eligible = np.arange(len(self.groups))
+        if o.hard_negatives:
+            self.eligible = groups_with_contradiction(name, self.groups)
+        members = [self.groups.members[g] for g in self.eligible]
+        lengths = np.array([max(len(t) for _, t in m) for m in members], dtype=np.int64)
+        self.plan = BatchPlan(len(self.eligible), o.batch_size, settings.seed + stream,
+                              lengths=lengths if settings.length_bucketing else None,
+                              what=f"objective {name} (xnli_groups)")
+        drawn = {min(len(m), o.group_members or len(m)) for m in members}
+        if self.world > 1 and len(drawn) > 1:
+            raise ValueError(f"objective {name}: distributed MPCL needs groups of one size, found sizes {sorted(drawn)}"
+                             " (set languages: to ones every group has, or group_members)")
+
+    def batch(self, step: int) -> StepBatch:
+        o = self.objective
+        idx = self.eligible[self.plan.batch(step)]
+        rng = step_rng(self.seed, self.stream, step)
+        warmup = step < o.single_positive_steps
+        texts, group, anchor, negs, origin = [], [], [], [], []
+        for n, g in enumerate(idx):
+            members = self.groups.members[g]
+            size = 2 if warmup else min(len(members), o.group_members or len(members))
+            pick = sorted(rng.choice(len(members), size=size, replace=False)) if size < len(members) \
+                else range(len(members))
+            chosen = [members[k][1] for k in pick]
+            if o.split_pairs and not warmup:  # "+Single": disjoint random pairs of the drawn members, K = 1 each
+                order = rng.permutation(len(chosen))[: len(chosen) // 2 * 2]
+                parts = [[chosen[order[k]], chosen[order[k + 1]]] for k in range(0, len(order), 2)]
+            else:
+                parts = [chosen]
+            for part in parts:
+                gid = group[-1] + 1 if group else 0
+                first = int(rng.integers(len(part)))
+                texts += part
+                group += [gid] * len(part)
+                origin += [n] * len(part)
+                anchor += [o.anchors == "all" or k == first for k in range(len(part))]
+            if o.hard_negatives:  # a member of the contradiction hypothesis's group, in a random language
+                pool = self.groups.members[self.groups.negative[g]]
+                negs.append(pool[int(rng.integers(len(pool)))][1])
+        groups_t, anchors_t = self.ids(group), torch.tensor(anchor, device=self.device)
+        columns = [self.local(texts)] + ([self.local(negs)] if negs else [])
+        candidates = None
+        if o.split_pairs and not warmup:
+            # the other pairs cut from a row's own group are translations of it: neither positives nor negatives
+            # (the paper's "+Single" corpus would put them in other batches), so both conditions see the same
+            # in-batch negatives and differ only in K
+            src = self.ids(origin)
+            candidates = (src[:, None] != src[None, :]) | (groups_t[:, None] == groups_t[None, :])
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            z = gathered(embs)
+            return mpcl_loss(z[0], groups_t, o.temperature, positives=o.positives, scaling=o.scaling,
+                             minmax_self=o.minmax_self, anchors=anchors_t,
+                             hard_negatives=z[1] if len(z) > 1 else None, candidate_mask=candidates)
+
+        return StepBatch(columns, loss_fn, len(texts) + len(negs))
 
 
 def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float = 0.05,
@@ -77,7 +207,9 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
               minmax_self: bool = False, anchors: torch.Tensor | None = None,
               hard_negatives: torch.Tensor | None = None, candidate_mask: torch.Tensor | None = None,
               eps: float = 1e-6) -> torch.Tensor:
-    """Multi-positive contrastive loss over a batch of translation groups.
+    """Multi-positive contrastive loss over a batch of translation groups. Pure maths clearer whole (over 80 lines,
+    most of them argument checks): the masks, the min–max readings and both positive forms in the order of the
+    module docstring's equations.
 
     Args:
         embeddings: N×d sentence embeddings (normalised inside).
@@ -101,14 +233,14 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
         ValueError: on a wrong shape or dtype, an unknown ``positives``, no anchor row, an anchor row with no positive,
             or a positive excluded by ``candidate_mask``.
     """
-    _check_matrix(embeddings, "embeddings", rows_name="N")
+    check_matrix(embeddings, "embeddings", rows_name="N")
     n, d = embeddings.shape
     if n < 2:
         raise ValueError(f"embeddings must have N ≥ 2 rows (N×d), got shape {tuple(embeddings.shape)}")
     if groups is None:
         raise ValueError(f"groups must be a 1-D integer tensor of shape (N,) = ({n},), got None")
-    _check_ids(groups, "groups", n, rows_name="N")
-    _check_temperature(temperature)
+    check_ids(groups, "groups", n, rows_name="N")
+    check_temperature(temperature)
     if positives not in ("inside", "outside"):
         raise ValueError(f"positives must be 'inside' or 'outside', got {positives!r}")
     if scaling not in MPCL_SCALINGS:
@@ -121,7 +253,7 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
         got = (tuple(anchors.shape), anchors.dtype) if isinstance(anchors, torch.Tensor) else type(anchors).__name__
         raise ValueError(f"anchors must be a bool tensor of shape (N,) = ({n},), got {got}")
     if hard_negatives is not None:
-        _check_matrix(hard_negatives, "hard_negatives", dim=d, rows_name="H")
+        check_matrix(hard_negatives, "hard_negatives", dim=d, rows_name="H")
     if candidate_mask is not None and (not isinstance(candidate_mask, torch.Tensor)
                                        or candidate_mask.shape != (n, n) or candidate_mask.dtype != torch.bool):
         got = ((tuple(candidate_mask.shape), candidate_mask.dtype) if isinstance(candidate_mask, torch.Tensor)
@@ -154,7 +286,7 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
         pos = torch.cat([pos, torch.zeros_like(ones)], dim=1)  # A×(N+H)
 
     targets = embeddings if hard_negatives is None else torch.cat([embeddings, hard_negatives], dim=0)
-    s = _cosine(embeddings[rows], targets)  # A×(N+H)
+    s = cosine(embeddings[rows], targets)  # A×(N+H)
     if scaling == "none":
         scaled = s / temperature
     else:

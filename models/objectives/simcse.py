@@ -28,15 +28,122 @@ Relations:
       same loss at w = 0;
     - ``ease_loss`` = this loss on two dropout views + λ · the entity loss;
     - ``mpcl_loss`` replaces the single positive by the K other members of a translation group.
+
+Settings (``SimcseObjective``, kind ``simcse``): ``strategy`` picks the data — ``unsupervised`` (``sentences`` of
+``sentence_language``, each twice: two dropout views), ``english_nli`` / ``cross_lingual_nli`` (``nli_triples``:
+sent0, sent1, hard_neg) or ``parallel`` (``bitext_pairs``); ``temperature``, ``hard_negatives``,
+``hard_negative_weight``. Shared loss parts: ``loss_parts``.
 """
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from models.objectives.info_nce import _info_nce
+import numpy as np
 
-__all__ = ["simcse_loss"]
+from models import corpus_tables as ct
+from models.components import Component, StepBatch, gathered, text_lengths
+from models.lazy_torch import torch
+from models.objective_registry import Need, Objective, objective
+from models.objectives.loss_parts import masked_info_nce
+from models.sampling import BatchPlan
+from models.settings import AtLeastOne, NonNegative, Positive
+
+if TYPE_CHECKING:
+    from models.encoder import SentenceEncoder
+    from models.settings import TrainSettings
+
+__all__ = ["SimcseComponent", "SimcseObjective", "simcse_loss"]
+
+
+def _tables(o: Any) -> tuple[str, ...]:
+    return {"unsupervised": (o.sentences,), "english_nli": ("nli_triples",), "cross_lingual_nli": ("nli_triples",),
+            "parallel": ("bitext_pairs",)}[o.strategy]
+
+
+def _languages(o: Any) -> tuple[str, ...]:
+    """Unsupervised mSimCSE keeps the sentences of ``sentence_language``; the other strategies every language."""
+    return (o.sentence_language,) if o.strategy == "unsupervised" and o.sentence_language else ()
+
+
+def _needs(o: Any) -> list[Need]:
+    if o.strategy in ("english_nli", "cross_lingual_nli"):  # rows of the strategy's own triples
+        return [("nli_triples", "strategy", (o.strategy.removesuffix("_nli"),))]
+    return [(t, "", ()) for t in _tables(o)]
+
+
+@objective(tables=_tables, needs=_needs, languages=_languages)
+@dataclass(frozen=True)
+class SimcseObjective(Objective):
+    """mSimCSE (methods §6): the SimCSE loss (one-way, hard negatives with ``hard_negative_weight``) with its four
+    strategies as data choices: ``unsupervised`` (each sentence of ``sentences`` twice → two dropout views; language
+    ``sentence_language``), ``english_nli`` / ``cross_lingual_nli`` (``nli_triples``: sent0, sent1, hard_neg) and
+    ``parallel`` (``bitext_pairs``)."""
+
+    kind: Literal["simcse"] = "simcse"
+    strategy: Literal["unsupervised", "english_nli", "cross_lingual_nli", "parallel"] = "unsupervised"
+    sentences: Literal["hard_negatives", "xnli_groups", "bitext_pairs"] = "hard_negatives"
+    sentence_language: str | None = "en"
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 64
+    temperature: Positive = 0.05
+    hard_negatives: bool = True
+    hard_negative_weight: float = 0.0
+
+    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
+              device: torch.device, student: SentenceEncoder) -> SimcseComponent:
+        return SimcseComponent(name, self, tables, settings, stream, device)
+
+
+class SimcseComponent(Component):
+    objective: SimcseObjective
+
+    def __init__(self, name: str, o: SimcseObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device) -> None:
+        super().__init__(name, o, settings.seed, stream, device)
+        self.triples: ct.Triples | None = None
+        self.sentences: ct.Sentences | None = None
+        self.pairs: ct.Pairs | None = None
+        if o.strategy == "unsupervised":
+            self.sentences = ct.load_sentences(o.sentences, tables[o.sentences], o.sentence_language)
+            n, lengths = len(self.sentences), text_lengths(self.sentences.text)
+            self.meaning = np.arange(n, dtype=np.int64)
+        elif o.strategy == "parallel":
+            self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
+            n, lengths, self.meaning = len(self.pairs), text_lengths(self.pairs.a, self.pairs.b), self.pairs.meaning
+        else:
+            strategy = "english" if o.strategy == "english_nli" else "cross_lingual"
+            self.triples = ct.load_triples(tables["nli_triples"], strategy)
+            n, lengths = len(self.triples), text_lengths(self.triples.sent0, self.triples.sent1)
+            self.meaning = self.triples.meaning
+        self.plan = BatchPlan(n, o.batch_size, settings.seed + stream,
+                              lengths=lengths if settings.length_bucketing else None,
+                              what=f"objective {name} ({o.strategy})")
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        if self.sentences is not None:
+            s = [self.sentences.text[i] for i in idx]
+            columns = [self.local(s), self.local(s)]
+        elif self.pairs is not None:
+            columns = [self.local([self.pairs.a[i] for i in idx]), self.local([self.pairs.b[i] for i in idx])]
+        else:
+            assert self.triples is not None
+            t = self.triples
+            columns = [self.local([t.sent0[i] for i in idx]), self.local([t.sent1[i] for i in idx])]
+            if o.hard_negatives:
+                columns.append(self.local([t.hard_neg[i] for i in idx]))
+        meaning = self.ids(self.meaning[idx])
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            z = gathered(embs)
+            return simcse_loss(z[0], z[1], z[2] if len(z) > 2 else None, o.temperature,
+                               hard_negative_weight=o.hard_negative_weight, groups=meaning)
+
+        return StepBatch(columns, loss_fn, len(idx) * len(columns))
 
 
 def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, z3: torch.Tensor | None = None, temperature: float = 0.05,
@@ -54,4 +161,5 @@ def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, z3: torch.Tensor | None = No
     Returns:
         The scalar loss (mean over the B anchors).
     """
-    return _info_nce(z1, z2, temperature, False, z3, hard_negative_weight, groups, names=("z1", "z2", "z3", "groups"))
+    return masked_info_nce(z1, z2, temperature, False, z3, hard_negative_weight, groups,
+                           names=("z1", "z2", "z3", "groups"))

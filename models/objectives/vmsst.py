@@ -1,86 +1,295 @@
-"""VMSST's objective: translation terms + λ·ELBO (Wieting, Clark, Cohen, Neubig, Berg-Kirkpatrick, "Beyond Contrastive
-Learning: A Variational Generative Model for Multilingual Retrieval", ACL 2023; methods §5.2, §5.5, §13).
+"""VMSST (Wieting, Clark, Cohen, Neubig, Berg-Kirkpatrick, "Beyond Contrastive Learning: A Variational Generative Model
+for Multilingual Retrieval", ACL 2023; methods §5, §13) and its baselines BITRANSLATION and VMSST-CONTRASTIVE on
+translation pairs: settings, batches and the component that runs the generative model.
 
-For a translation pair (x_i, x_j) in languages (l_i, l_j), with the semantic posterior read from one side s of the
-pair (alternating within the batch in the paper) and each language posterior from its own sentence:
+The loss, per pair (x_i, x_j) — ``models/vmsst/loss.py`` has the maths and its docstring the full equation::
 
-    L = −log p(x_i | z_{l_i}, μ_sem(x_j)) − log p(x_j | z_{l_j}, μ_sem(x_i))             (translation terms)
-        + λ · [ −log p(x_i | z_{l_i}, z_sem) − log p(x_j | z_{l_j}, z_sem)               (reconstruction)
-                + β(t) · (KL(q(z_sem|x_s)) + KL(q(z_{l_i}|x_i)) + KL(q(z_{l_j}|x_j))) ]  (KL to N(0, I))
+    L = −log p(x_i | z_{l_i}, μ_sem(x_j)) − log p(x_j | z_{l_j}, μ_sem(x_i))                (translation terms)
+        + λ · [ reconstruction from (z_l, z_sem) + β(t) · (KL_sem + KL_{l_i} + KL_{l_j}) ]   (ELBO)
 
-    KL(N(μ, σ²) ‖ N(0, I)) = −½ Σ_d (1 + log σ²_d − μ²_d − σ²_d),   β(t) = min(1, t / x0)
+computed by ``models.vmsst.VmsstModel`` (semantic encoder = the student with its bias-free W_μ, language encoder,
+the shared decoder); VMSST-CONTRASTIVE adds ``info_nce`` on μ_sem at weight 1 with the VMSST loss weighted by λ_vc.
+Defaults (§13): λ = 0.025 pretrained / 0.1 random init; λ_vc = 0.0005 / 0.001; β annealed over 1,000,000 updates.
 
-The translation terms use the mean of the other side's semantic posterior and, in the paper's single shared decoder,
-the target side's language variable (``VmsstObjective.translation_decoder: shared``; ``separate`` drops z_l there).
-Token NLLs are un-smoothed cross-entropies summed over a sentence's tokens (BGT ``bgt_loss.py``, ``sentence_avg``); the
-loss is averaged over pairs. Defaults (§13): λ = 0.025 from a pretrained encoder, 0.1 from random init; the paper
-anneals over x0 = 1,000,000 updates (so β ends at 0.1 after its 100k steps). BITRANSLATION is the translation terms
-alone from μ_sem (λ = 0, no language variables). VMSST-CONTRASTIVE (paper §6.3) is the contrastive loss plus the VMSST
-loss weighted by λ_vc: L = InfoNCE(μ_sem(x_i), μ_sem(x_j)) + λ_vc·L (``VmsstObjective.vmsst_weight``, 0.0005
-pretrained / 0.001 random init; ``models.objectives.info_nce``, ``models.components.VmsstComponent``).
-
-Free bits (BGT ``--kl-threshold``, optional): each dimension's KL of each sentence is clamped from below at
-``free_bits / k`` before summing, so no gradient pushes a dimension under that floor.
+Settings (``VmsstObjective``, kind ``vmsst``): its docstring. Inputs: the ``data`` pair table, tokenised once.
+Relations: BITRANSLATION is the translation terms alone; VMSST-CONTRASTIVE with λ_vc = 0 is ``info_nce``.
 """
 
 from __future__ import annotations
 
-import torch
-from torch.nn import functional as F
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from models.components import Component, StepBatch, gathered, pair_corpus
+from models.lazy_torch import torch
+from models.objective_registry import Objective, objective
+from models.objectives.contrastive import info_nce
+from models.sampling import step_rng
+from models.settings import AtLeastOne, Dropout, NonNegative, NonNegativeInt, PairData, Positive, pair_tables
+
+if TYPE_CHECKING:
+    from models.encoder import SentenceEncoder
+    from models.settings import TrainSettings
+    from models.vmsst import SideBatch
+
+__all__ = ["VmsstComponent", "VmsstObjective"]
+
+log = logging.getLogger("polysent.models.objectives.vmsst")
 
 
-def kl_annealing(step: int, anneal_steps: int) -> float:
-    """β(t) = min(1, t / x0) for update t (0-based); x0 ≤ 0 switches annealing off (β = 1)."""
-    if step < 0:
-        raise ValueError(f"kl_annealing: step must be ≥ 0, got {step}")
-    return 1.0 if anneal_steps <= 0 else min(1.0, step / anneal_steps)
+@objective(tables=pair_tables)
+@dataclass(frozen=True)
+class VmsstObjective(Objective):
+    """VMSST (Wieting et al., ACL 2023; methods §5, §13): variational source separation on translation pairs, and
+    its baselines on the same code (``models/vmsst/``, ``models/objectives/vmsst.py``).
+
+    ``variant``:
+
+    * ``vmsst`` (the paper's model): per pair (x_i, x_j),
+      L = −log p(x_i | z_{l_i}, μ_sem(x_j)) − log p(x_j | z_{l_j}, μ_sem(x_i))
+      + λ·[−log p(x_i | z_{l_i}, z_sem) − log p(x_j | z_{l_j}, z_sem) + β(t)·(KL_sem + KL_{l_i} + KL_{l_j})],
+      λ = ``elbo_weight`` (paper: 0.025 from a pretrained encoder, 0.1 from random init — the defaults);
+    * ``bitranslation`` (baseline): the translation terms alone, from a decoder conditioned on μ_sem only (no
+      language variables, no KL);
+    * ``vmsst_contrastive`` (paper §6.3, "we weight the contribution of the VMSST loss by λ"):
+      L = InfoNCE(μ_sem(x_i), μ_sem(x_j)) + ``vmsst_weight``·L_VMSST, with the InfoNCE at weight 1 and
+      ``vmsst_weight`` defaulting to the paper's 0.0005 (pretrained) / 0.001 (random init); refused for other
+      variants. ``contrastive_temperature``: the InfoNCE's τ.
+
+    ``translation_decoder`` (variants with language variables): ``shared`` (the paper: "a single decoder for all
+    languages", the translation terms read the same decoder as the ELBO, conditioned on [z_lang of the target ;
+    μ_sem of the other side]) or ``separate`` (a second decoder conditioned on μ_sem alone for the translation terms,
+    this code's former reading). ``semantic_side``: which translation the semantic posterior q(z_sem | ·) reads —
+    ``rows`` (the paper: alternating within the batch, even *global* rows read side a, odd rows side b, so the same
+    on any number of ranks) or ``steps`` (BGT's ``counter % 2``: the whole batch reads a on even micro-steps, b on
+    odd ones).
+
+    The semantic variable's W_μ is the student encoder's ``projection`` (required; the exported embedding is μ_sem).
+    ``kl_anneal_steps`` x0: β(t) = min(1, t/x0); the paper's 1,000,000 over 100k updates ends at β = 0.1.
+    ``free_bits``: BGT's ``kl_threshold`` (each dimension's KL clamped at free_bits / latent size). ``languages``: the
+    language-embedding table (every language of the corpus when empty; a pair in another language is refused before
+    training). ``language_layers``: depth of the language encoder (the semantic encoder's when unset); the decoder has
+    ``decoder_layers`` (1 in the paper). ``decoder_heads`` and ``decoder_intermediate_size`` (the semantic encoder's
+    when unset) size the attention and feed-forward of the decoders *and* of the language encoder (the paper gives the
+    two one width). ``dropout`` applies to the language encoder and the decoders (the paper uses none for VMSST).
+    ``decoder_vocab_size`` must equal the tokenizer's vocabulary when given. ``monitor_every``: swap probe interval in
+    updates, from update 0 (``train_steps.swap_nll_own`` / ``swap_nll_swapped``; 0 switches the probe off).
+    ``decoder_checkpointing`` recomputes the decoders (logits included) in the backward pass."""
+
+    kind: Literal["vmsst"] = "vmsst"
+    variant: Literal["vmsst", "bitranslation", "vmsst_contrastive"] = "vmsst"
+    data: PairData = "bitext_pairs"
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 64
+    elbo_weight: NonNegative | None = None
+    vmsst_weight: NonNegative | None = None
+    contrastive_temperature: Positive = 0.05
+    translation_decoder: Literal["shared", "separate"] = "shared"
+    semantic_side: Literal["rows", "steps"] = "rows"
+    kl_anneal_steps: AtLeastOne = 1_000_000
+    free_bits: NonNegative = 0.0
+    languages: tuple[str, ...] = ()
+    language_layers: AtLeastOne | None = None
+    decoder_layers: AtLeastOne = 1
+    decoder_heads: AtLeastOne | None = None
+    decoder_intermediate_size: AtLeastOne | None = None
+    dropout: Dropout = 0.0
+    decoder_vocab_size: AtLeastOne | None = None
+    decoder_checkpointing: bool = False
+    monitor_every: NonNegativeInt = 50
+    language_pair_batches: bool = False
+
+    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
+              device: torch.device, student: SentenceEncoder) -> VmsstComponent:
+        return VmsstComponent(name, self, tables, settings, stream, device, student)
 
 
-def gaussian_kl(mu: torch.Tensor, logvar: torch.Tensor, free_bits: float = 0.0) -> torch.Tensor:
-    """Per-row KL(N(μ, diag σ²) ‖ N(0, I)) in float32, shape (B,); ``free_bits`` > 0 clamps each dimension's term at
-    ``free_bits / k`` (k = the latent size)."""
-    if mu.shape != logvar.shape or mu.dim() != 2:
-        raise ValueError(f"gaussian_kl: mu and logvar must be B×k matrices of one shape, got {tuple(mu.shape)} and "
-                         f"{tuple(logvar.shape)}")
-    if free_bits < 0:
-        raise ValueError(f"gaussian_kl: free_bits must be ≥ 0, got {free_bits}")
-    mu, logvar = mu.float(), logvar.float()
-    per_dim = -0.5 * (1.0 + logvar - mu.pow(2) - logvar.exp())
-    if free_bits > 0:
-        per_dim = per_dim.clamp(min=free_bits / mu.shape[1])
-    return per_dim.sum(1)
+class VmsstComponent(Component):
+    """VMSST / BITRANSLATION / VMSST-CONTRASTIVE (``models/vmsst/``) on translation pairs.
 
+    Loss of a batch (per pair, averaged over the global batch): L_VMSST = translation terms + λ·ELBO
+    (``models.vmsst.model``; λ = ``elbo_weight``, paper 0.025 pretrained / 0.1 random init). VMSST-CONTRASTIVE is the
+    paper's §6.3 "we weight the contribution of the VMSST loss by λ":
 
-def sequence_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Per-row negative log-likelihood, summed over the target tokens where ``mask`` is 1 (B×T×V logits, B×T ids).
+        L = InfoNCE(μ_sem(x_a), μ_sem(x_b)) + λ_vc · L_VMSST,   λ_vc = ``vmsst_weight`` (0.0005 pretrained, 0.001
+                                                                 random init, the defaults)
 
-    The cross-entropy runs in float32 (autocast would upcast it anyway: bf16 log-softmax over a large vocabulary
-    loses the small probabilities), so backward keeps one fp32 B×T×V log-softmax per call; the decoder's
-    ``checkpointing`` recomputes it instead of keeping it."""
-    if logits.shape[:2] != targets.shape or targets.shape != mask.shape:
-        raise ValueError(f"sequence_nll: logits {tuple(logits.shape)}, targets {tuple(targets.shape)} and mask "
-                         f"{tuple(mask.shape)} do not line up (B×T×V, B×T, B×T)")
-    nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
-    return (nll * mask.to(nll.dtype)).sum(1)
+    with the symmetric in-batch InfoNCE at weight 1 (``contrastive_temperature``); ``train_steps`` gets both
+    unweighted terms, ``contrastive_loss`` and ``vmsst_loss`` (per pair). The semantic posterior reads side a or b
+    per row: ``semantic_side: rows`` (paper) alternates within the batch by *global* row index (even → a, odd → b),
+    so a rank's contiguous shard gets the same choices as one process; ``steps`` alternates the whole batch every
+    micro-step (BGT).
 
+    Before training it refuses, with the table and an example: a pair whose language is not in the
+    language-embedding table (``languages``), a sentence that tokenises to nothing (an empty decoder target), a
+    ``decoder_vocab_size`` that is not the tokenizer's vocabulary, and a tokenizer with ids beyond the embedding
+    table. The corpus is tokenised once (unique texts). Each rank runs its shard of the pairs; its loss is the sum of
+    its per-pair losses over the *global* batch size, so the ranks' summed gradients equal one process's, and the
+    VMSST-CONTRASTIVE term reads gathered μ_sem like the other contrastive objectives."""
 
-def vmsst_loss(translation_nll: torch.Tensor, reconstruction_nll: torch.Tensor | None = None,
-               kl: torch.Tensor | None = None, *, elbo_weight: float = 0.1, beta: float = 1.0) -> torch.Tensor:
-    """Per-pair loss (B,): ``translation_nll`` + λ·(``reconstruction_nll`` + β·``kl``).
+    objective: VmsstObjective
+    reports_metrics = True
 
-    Args:
-        translation_nll: (B,) NLL of both translation terms of each pair, summed.
-        reconstruction_nll: (B,) NLL of reconstructing both sentences from their language variable and z_sem; None
-            for BITRANSLATION (then ``kl`` must be None too).
-        kl: (B,) KL of the three variables, summed (``gaussian_kl``).
-        elbo_weight: λ (0.025 pretrained init, 0.1 random init in the paper).
-        beta: the annealing weight β(t) (``kl_annealing``).
-    """
-    if (reconstruction_nll is None) != (kl is None):
-        raise ValueError("vmsst_loss: give both reconstruction_nll and kl (VMSST) or neither (BITRANSLATION)")
-    if reconstruction_nll is None:
-        return translation_nll
-    if not translation_nll.shape == reconstruction_nll.shape == kl.shape:
-        raise ValueError(f"vmsst_loss: per-pair terms of different shapes {tuple(translation_nll.shape)}, "
-                         f"{tuple(reconstruction_nll.shape)}, {tuple(kl.shape)}")
-    return translation_nll + elbo_weight * (reconstruction_nll + beta * kl)
+    def __init__(self, name: str, o: VmsstObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device, student: SentenceEncoder) -> None:
+        from models.vmsst import VmsstModel
+        from models.vmsst.model import semantic_projection
+
+        super().__init__(name, o, settings.seed, stream, device)
+        self.latent = semantic_projection(student).out_features  # refuses an encoder without the bias-free W_μ
+        self.student, self.accum = student, settings.grad_accumulation
+        table = o.data
+        _, self.pairs, self.plan = pair_corpus(name, o, tables, settings, stream)
+        self.languages = self._language_table(name, table, o)
+        pretrained = settings.encoder.pretrained is not None
+        self.elbo_weight = o.elbo_weight if o.elbo_weight is not None else (0.025 if pretrained else 0.1)
+        self.contrastive = o.variant == "vmsst_contrastive"
+        self.vmsst_weight: float | None = None  # λ on the VMSST loss next to the weight-1 InfoNCE
+        if self.contrastive:
+            self.vmsst_weight = (o.vmsst_weight if o.vmsst_weight is not None
+                                 else (0.0005 if pretrained else 0.001))
+        elif o.vmsst_weight is not None:
+            raise ValueError(f"objective {name}: vmsst_weight (λ on the VMSST loss next to the InfoNCE) applies to "
+                             f"variant vmsst_contrastive, not {o.variant!r}")
+        for key in ("monitor_every", "free_bits", "dropout", "vmsst_weight"):
+            if (getattr(o, key) or 0) < 0:
+                raise ValueError(f"objective {name}: {key} must be ≥ 0 (monitor_every 0 switches the swap probe off),"
+                                 f" got {getattr(o, key)}")
+        if settings.grad_cache:
+            log.warning("objective %s: grad_cache applies to embedding losses; VMSST's decoders run whole (use "
+                        "grad_accumulation or decoder_checkpointing to bound memory)", name)
+        tok = student.tokenizer
+        vocab, rows = len(tok), student.backbone.get_input_embeddings().num_embeddings
+        if o.decoder_vocab_size is not None and o.decoder_vocab_size != vocab:
+            raise ValueError(f"objective {name}: decoder_vocab_size {o.decoder_vocab_size} does not match the "
+                             f"tokenizer's vocabulary of {vocab} tokens ({type(tok).__name__}); the decoder predicts "
+                             f"the tokenizer's ids, so leave decoder_vocab_size unset or set it to {vocab}")
+        if rows < vocab:
+            raise ValueError(f"objective {name}: the tokenizer has {vocab} tokens but the encoder's embedding table "
+                             f"only {rows} rows; resize the model's embeddings to the tokenizer")
+        self.eos = tok.eos_token_id if tok.eos_token_id is not None else tok.sep_token_id
+        if self.eos is None:
+            raise ValueError(f"objective {name}: the tokenizer ({type(tok).__name__}) has neither an eos nor a sep "
+                             "token to end the decoder's targets")
+        self.pad = tok.pad_token_id or 0
+        self.max_length = settings.encoder.max_length
+        self._tokenise(name, table)
+        self.modules["vmsst"] = VmsstModel(student, o, self.languages, elbo_weight=self.elbo_weight,
+                                           max_positions=self.max_length + 2).to(device)
+        log.info("objective %s: %s, %d languages, λ %g%s, %s translation decoder, z_sem side by %s, KL annealed "
+                 "over %d updates", name, o.variant, len(self.languages), self.elbo_weight,
+                 f", InfoNCE + {self.vmsst_weight:g}·VMSST" if self.contrastive else "",
+                 o.translation_decoder if o.variant != "bitranslation" else "bitranslation", o.semantic_side,
+                 o.kl_anneal_steps)
+
+    def _language_table(self, name: str, table: str, o: VmsstObjective) -> tuple[str, ...]:
+        langs = self.pairs.a_lang + self.pairs.b_lang
+        present = sorted(set(langs))
+        if not o.languages:
+            return tuple(present)
+        unknown = sorted(set(present) - set(o.languages))
+        if unknown:
+            counts = ", ".join(f"{lang}: {langs.count(lang)} sentences" for lang in unknown[:10])
+            raise ValueError(f"objective {name}: {table} has pairs in language(s) the language-embedding table "
+                             f"does not have ({counts}); the table is languages {list(o.languages)}. Add them to "
+                             f"the objective's languages (or leave languages empty to take the corpus's).")
+        return tuple(o.languages)
+
+    def _tokenise(self, name: str, table: str) -> None:
+        """Token ids of every unique text, once: decoder targets (no special tokens, truncated to leave room for the
+        end token) and encoder inputs."""
+        tok = self.student.tokenizer
+        texts = sorted(set(self.pairs.a) | set(self.pairs.b))
+        room = self.max_length - tok.num_special_tokens_to_add(pair=False)
+        ids = tok(texts, add_special_tokens=False, truncation=True, max_length=room,
+                  return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        empty = [t for t, x in zip(texts, ids, strict=True) if not x or not t.strip()]
+        if empty:
+            where = next((i, side) for i in range(len(self.pairs))
+                         for side, t in (("a", self.pairs.a[i]), ("b", self.pairs.b[i])) if t == empty[0])
+            raise ValueError(f"objective {name}: {len(empty)} text(s) of {table} are blank or tokenise to no "
+                             f"token (an empty decoder target), e.g. pair {where[0]} side {where[1]}: "
+                             f"{empty[0]!r}; remove "
+                             "them from the corpus")
+        rows = self.student.backbone.get_input_embeddings().num_embeddings
+        top = max(max(x) for x in ids)
+        if top >= rows:
+            raise ValueError(f"objective {name}: the tokenizer produced id {top}, beyond the embedding table's "
+                             f"{rows} rows")
+        index = {t: i for i, t in enumerate(texts)}
+        self.tokens = ids  # decoder targets: content + eos
+        # encoder inputs exactly as the student's tokenize / encode builds them (special tokens, truncation)
+        self.encoder_tokens = tok(self.student.prompted(texts), truncation=True, max_length=self.max_length,
+                                  return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        self.a_tok = np.fromiter((index[t] for t in self.pairs.a), dtype=np.int64, count=len(self.pairs))
+        self.b_tok = np.fromiter((index[t] for t in self.pairs.b), dtype=np.int64, count=len(self.pairs))
+        lang_index = {lang: i for i, lang in enumerate(self.languages)}
+        self.a_lang = np.asarray([lang_index[x] for x in self.pairs.a_lang], dtype=np.int64)
+        self.b_lang = np.asarray([lang_index[x] for x in self.pairs.b_lang], dtype=np.int64)
+
+    def side(self, rows: Sequence[int], which: str) -> SideBatch:
+        """Padded tensors of one side of the pairs ``rows``."""
+        from models.vmsst import SideBatch
+
+        toks = self.a_tok if which == "a" else self.b_tok
+        langs = self.a_lang if which == "a" else self.b_lang
+        encoder = [self.encoder_tokens[toks[i]] for i in rows]
+        targets = [[*self.tokens[toks[i]], self.eos] for i in rows]
+        ids, mask = self._pad(encoder)
+        tgt, tgt_mask = self._pad(targets)
+        return SideBatch(ids, mask, tgt, tgt_mask, self.ids(langs[list(rows)]))
+
+    def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(x) for x in seqs)
+        ids = np.full((len(seqs), width), self.pad, dtype=np.int64)
+        mask = np.zeros((len(seqs), width), dtype=np.int64)
+        for r, x in enumerate(seqs):
+            ids[r, : len(x)] = x
+            mask[r, : len(x)] = 1
+        return torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
+
+    def semantic_reads_b(self, step: int, total: int) -> torch.Tensor:
+        """(local rows,) bool: True where micro-step ``step``'s semantic posterior reads side b of this rank's rows of
+        a ``total``-pair global batch — ``rows``: odd global row index (rows are sharded contiguously, rank r holds
+        r·n … (r+1)·n − 1); ``steps``: every row on odd micro-steps."""
+        n = total // self.world
+        if self.objective.semantic_side == "steps":
+            return torch.full((n,), step % 2 == 1, dtype=torch.bool, device=self.device)
+        rows = np.arange(self.rank * n, (self.rank + 1) * n)
+        return torch.as_tensor(rows % 2 == 1, device=self.device)
+
+    def batch(self, step: int) -> StepBatch:
+        idx = self.plan.batch(step)
+        rows = self.local(list(idx))
+        a, b = self.side(rows, "a"), self.side(rows, "b")
+        update, total = step // self.accum, len(idx)
+        every = self.objective.monitor_every
+        monitor = every > 0 and step % self.accum == 0 and update % every == 0
+        meaning = self.ids(self.pairs.meaning[idx]) if self.contrastive else None
+        reads_b = self.semantic_reads_b(step, total)
+        vmsst_weight = self.vmsst_weight
+        model = self.modules["vmsst"]
+        noise = None
+        if model.generative:  # ε per global row from (seed, step): the same samples on any number of ranks
+            eps = step_rng(self.seed, self.stream, step).standard_normal((3, total, self.latent), dtype=np.float32)
+            part = slice(self.rank * len(rows), (self.rank + 1) * len(rows))
+            noise = {k: torch.from_numpy(eps[i, part]).to(self.device) for i, k in
+                     enumerate(("sem", "lang_a", "lang_b"))}
+
+        def direct() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            out = model(self.student, a, b, update=update, reads_b=reads_b, monitor=monitor, noise=noise)
+            loss = out.loss.sum() / total  # this rank's share of the per-pair mean over the global batch
+            if vmsst_weight is not None:  # VMSST-CONTRASTIVE: InfoNCE (weight 1) + λ·L_VMSST (paper §6.3)
+                z = gathered([out.mu_a, out.mu_b])
+                contrastive = info_nce(z[0], z[1], self.objective.contrastive_temperature, True, groups=meaning)
+                out.metrics["contrastive_loss"] = contrastive.detach()
+                out.metrics["vmsst_loss"] = out.loss.detach().mean()
+                loss = contrastive + vmsst_weight * loss
+            return loss, out.metrics
+
+        return StepBatch([], None, 2 * total, direct=direct)

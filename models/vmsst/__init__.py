@@ -1,6 +1,6 @@
 """VMSST (methods §5): the inference networks, the latent-conditioned decoder and the model that ties them to the
-student encoder. The loss maths lives in ``models/objectives/vmsst.py``; the corpus wiring in
-``models.components.VmsstComponent``."""
+student encoder, and the loss maths (``loss.py``). The objective — settings, batches, the component that runs this
+model — is ``models/objectives/vmsst.py``."""
 
 from models.vmsst.decoder import LatentConditionedDecoder, LatentConditionedDecoderLayer
 from models.vmsst.inference import GaussianHead, LanguageEncoder

@@ -29,7 +29,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.checkpoint import checkpoint
 
-from models.objectives.vmsst import sequence_nll
+from models.vmsst.loss import sequence_nll
 
 
 class LatentConditionedDecoderLayer(nn.Module):

@@ -42,15 +42,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from models.encoder import Dense, Normalize, SentenceEncoder, pool
-from models.objectives.vmsst import gaussian_kl, kl_annealing, vmsst_loss
-from models.settings import VmsstObjective
 from models.vmsst.decoder import LatentConditionedDecoder
 from models.vmsst.inference import GaussianHead, LanguageEncoder
+from models.vmsst.loss import gaussian_kl, kl_annealing, vmsst_loss
 
 
 @dataclass
@@ -103,10 +103,10 @@ class VmsstModel(nn.Module):
     translation and the reconstruction terms); ``separate`` adds ``translation_decoder`` (|s| = k); BITRANSLATION has
     only ``translation_decoder`` (|s| = k)."""
 
-    def __init__(self, semantic: SentenceEncoder, objective: VmsstObjective, languages: Sequence[str], *,
+    def __init__(self, semantic: SentenceEncoder, objective: Any, languages: Sequence[str], *,
                  elbo_weight: float, max_positions: int) -> None:
         super().__init__()
-        o = objective
+        o = objective  # the VMSST settings (models.objectives.vmsst.VmsstObjective; typed loosely: no import back up)
         config = semantic.backbone.config
         dim = int(config.hidden_size)
         latent = semantic_projection(semantic).out_features

@@ -128,5 +128,6 @@ def test_entity_types_none_is_announced_by_validate(env: dict[str, str], tmp_pat
         done = polysent("validate", str(config), env=env, timeout=120)
         assert done.rc == 0, done.explain()
         assert re.search(r"warning: .*corpora\.entities\.types: none \(value 'none'\) .* hard_negatives will hold 0 "
-                         r"EASE pairs; the EASE objective\(s\) of training\.tiny will be refused", flat(done.stderr)), \
+                         r"EASE pairs; the objective\(s\) reading hard_negatives \(EASE, mSimCSE on its sentences\) "
+                         r"of training\.tiny will be refused", flat(done.stderr)), \
             done.explain()

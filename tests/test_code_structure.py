@@ -1,0 +1,112 @@
+"""The shape issue 29 asks of the code, checked so that it stays: no import cycle in ``models/``; no function in
+``models/`` over 80 lines unless its docstring says it is clearer whole (pure maths, a parser); no objective knowledge
+(its kind, its teacher) tested outside the objective's own module; no private attribute of Prefect replaced."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from conftest import REPO
+
+MODELS = REPO / "models"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """Project modules ``path`` imports anywhere (top level, inside functions, under TYPE_CHECKING): a cycle is a
+    cycle for a reader whichever way Python resolves it."""
+    found = set()
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in MODELS.rglob("*.py")}
+    known = set(files)
+    return {m: _imports(p, known) - {m} for m, p in files.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                return [*stack[stack.index(d):], d]
+            if d not in state and (found := visit(d)):
+                return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_models_has_no_import_cycle() -> None:
+    graph = _graph()
+    assert "models.objectives.mpcl" in graph and "models.components" in graph["models.objectives.mpcl"]
+    assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    """The check above can fail: the registry importing an objective module would close a loop."""
+    graph = _graph()
+    graph["models.objective_registry"] = graph["models.objective_registry"] | {"models.objectives.mpcl"}
+    assert _cycle(graph) is not None
+
+
+LONG = 80
+
+
+def test_no_function_in_models_is_over_80_lines_unless_clearer_whole() -> None:
+    long = []
+    for path in sorted(MODELS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LONG and "clearer whole" not in (ast.get_docstring(node) or ""):
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "over 80 lines, without a docstring saying why they are clearer whole: " + ", ".join(long)
+
+
+def test_objective_knowledge_stays_in_the_objective_modules() -> None:
+    """No ``o.kind == "ease"`` or ``getattr(o, "teacher", …)`` outside ``models/objectives/``: the pipeline asks the
+    registry (tables, languages, needs) and the settings (``build``, ``models``, ``with_models``)."""
+    pattern = re.compile(r"""\bo\w*\.kind\s*(?:[!=]=|in\b)|getattr\([^)]*["']teacher["']|\bo\w*\.teacher\b""")
+    found = []
+    for folder in ("flows", "models", "pipelines", "warehouse", "contract"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path.is_relative_to(MODELS / "objectives"):
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if pattern.search(line.split("#")[0]):
+                    found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
