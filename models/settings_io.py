@@ -16,7 +16,7 @@ dataclasses in the pipeline made two readers of one schema that disagreed (pydan
 ~120 lines of repair in ``flows/config.py``. The types these settings use are few — nested frozen dataclasses,
 ``Literal``, ``X | None``, ``tuple[X, ...]``, ``dict[str, X]``, ``int``/``float``/``bool``/``str``, ``Annotated``
 numbers with a ``models.settings.Range``, and a base class whose members a registry names by ``kind``
-(``models.settings.Objective`` → ``models.objective_registry``) — so one small reader that writes the messages we want
+(``models.objective_registry.Objective`` → its ``kinds()``) — so one small reader that writes the messages we want
 is less code than a general one repaired. The data-stage sections (``pipelines/*``) stay pydantic models beside their
 stages: ``flows`` and ``pipelines`` have pydantic, and those models use validators, ``Path`` and tagged unions of
 their own.

@@ -99,7 +99,7 @@ class MpclObjective(Objective):
     """MPCL (methods §2): ``batch_size`` translation groups per batch, ``group_members`` members of each drawn from
     ``languages`` (all the group has when empty) — the paper's anchor sees K = 5 positives even with 15 languages, so
     the default draws 6 (``None``: every member); positives summed inside the log (``inside``, paper Eq. 2) or
-    SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling (``models.objectives.mpcl``; default
+    SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling (``mpcl_loss`` below; default
     ``none``, measured in ``bench/replications.py mpcl``); ``minmax_self``: the self-similarity joins the min–max range.
     ``split_pairs``: the paper's "+Single" baseline through the same loss and scaling — each group's drawn members
     become disjoint pairs, each its own group (K = 1), the same sentences per step (an odd member is dropped at random);
@@ -130,7 +130,7 @@ class MpclObjective(Objective):
 
 
 class MpclComponent(Component):
-    """MPCL (``models.objectives.mpcl``) on XNLI translation groups; with ``split_pairs`` the paper's "+Single" baseline
+    """MPCL (``mpcl_loss``) on XNLI translation groups; with ``split_pairs`` the paper's "+Single" baseline
     through the same loss, scaling and sentences per step."""
 
     objective: MpclObjective

@@ -46,7 +46,7 @@ log = logging.getLogger("polysent.models.objectives.vmsst")
 @dataclass(frozen=True)
 class VmsstObjective(Objective):
     """VMSST (Wieting et al., ACL 2023; methods §5, §13): variational source separation on translation pairs, and
-    its baselines on the same code (``models/vmsst/``, ``models/objectives/vmsst.py``).
+    its baselines on the same code (the networks and loss maths in ``models/vmsst/``, the component below).
 
     ``variant``:
 
