@@ -156,6 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_prefect(args: argparse.Namespace, cfg, force: bool) -> dict:
     """The pipeline as a Prefect flow run (``flows.pipeline.polysent_pipeline``); its JSON-able summary."""
     from flows.prefect_db import quarantine_corrupt_database
+    from flows.prefect_server import prefect_api
 
     quarantine_corrupt_database()  # a damaged Prefect database would otherwise time out every run
     from flows.pipeline import polysent_pipeline
@@ -164,7 +165,8 @@ def _run_prefect(args: argparse.Namespace, cfg, force: bool) -> dict:
     if args.dask is not None:  # --dask [ADDRESS] overrides the config's execution section
         execution = {"runner": "dask", "workers": cfg.execution.workers,
                      "address": None if args.dask == "local" else args.dask}
-    return polysent_pipeline(str(args.config), str(cfg.data_root), force, execution)
+    with prefect_api():  # no PREFECT_API_URL: Prefect's API server, started to die with this run (kill -9 included)
+        return polysent_pipeline(str(args.config), str(cfg.data_root), force, execution)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -35,12 +35,10 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from flows.config import ConfigError, Execution, PipelineConfig, load_config
 from flows.graph import Node, topological
 from flows.nodes import NodeResult, RunContext, execute
-from flows.prefect_server import server_dies_with_this_process
 from flows.run import report_headlines, run_pipeline, summary_dict
 from warehouse.artifacts import Outcome
 
 log = logging.getLogger("polysent.flows")
-server_dies_with_this_process()  # the ephemeral API server must not outlive a killed run
 
 CACHED = "Cached"  # the state name Prefect gives its own cache hits (a COMPLETED type): the UI shows it apart
 

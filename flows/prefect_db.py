@@ -3,11 +3,12 @@
 Nothing a run needs lives in Prefect: tasks return small references and persist no results (``flows/pipeline.py``),
 artifacts are verified by their own manifests. The ephemeral API database under ``PREFECT_HOME`` (``prefect.db``)
 holds orchestration history only. When that SQLite file is damaged (a disk error, a copy taken mid-write, a truncated
-backup), Prefect's temporary API server fails at start-up and every ``polysent run`` that starts Prefect (one with
-something to build: a no-op is recorded without it, ``flows/run.py:run_if_unchanged``) fails after
+backup), the API server fails at start-up and every ``polysent run`` that starts Prefect (one with something to build:
+a no-op is recorded without it, ``flows/run.py:run_if_unchanged``) fails — with Prefect's own ephemeral server after
 ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (90 s) with "Timed out while attempting to connect to ephemeral
-Prefect API server", the cause (``malformed database schema``) only in the server's traceback — found by
-tests/faults/test_damage.py. ``quarantine_corrupt_database`` checks the file first (read-only ``PRAGMA quick_check``,
+Prefect API server", the cause (``malformed database schema``) only in the server's traceback (found by
+tests/faults/test_damage.py); with the server ``flows/prefect_server.py`` starts, at once, quoting the cause. Either way
+no run gets through. ``quarantine_corrupt_database`` checks the file first (read-only ``PRAGMA quick_check``,
 milliseconds on a small history) and renames a damaged one, with its ``-wal``/``-shm``, to
 ``prefect.db.corrupt-<UTC time>``, logging why. A database in use by another run is never touched: busy or locked is
 not damage.

@@ -12,6 +12,7 @@ rebuild of what a new dump or config changed, a row in the warehouse's ``runs`` 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -22,6 +23,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from flows.prefect_server import exec_dies_with, parent_death_signal_available
 
 log = logging.getLogger("polysent.schedule")
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +66,9 @@ def local_server(port: int | None = None, timeout: float = 120.0) -> Iterator[st
     env.pop("PREFECT_API_URL", None)
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     log.info("starting a local Prefect server: %s (PREFECT_HOME=%s)", " ".join(cmd[1:]), env.get("PREFECT_HOME"))
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    # dies with ``serve``, kill -9 included, as the API server of ``polysent run`` does (flows/prefect_server.py)
+    preexec = functools.partial(exec_dies_with, os.getpid()) if parent_death_signal_available() else None
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, preexec_fn=preexec)
     try:
         wait_healthy(api_url, timeout, proc)
         log.info("Prefect server ready at %s", api_url)

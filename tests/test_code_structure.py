@@ -110,3 +110,43 @@ def test_objective_knowledge_stays_in_the_objective_modules() -> None:
                 if pattern.search(line.split("#")[0]):
                     found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def _prefect_patches(source: str) -> list[str]:
+    """Assignments to an attribute of anything imported from Prefect (``module.attr = …``, ``Class.attr = …``,
+    ``setattr(module, …)``, ``monkeypatch.setattr(module, …)``)."""
+    tree = ast.parse(source)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "prefect"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "prefect":
+            names |= {a.asname or a.name for a in node.names}
+
+    def rooted(expr: ast.AST) -> bool:
+        while isinstance(expr, ast.Attribute):
+            expr = expr.value
+        return isinstance(expr, ast.Name) and expr.id in names
+
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AugAssign | ast.AnnAssign) else []
+        found += [ast.unparse(t) for t in targets if isinstance(t, ast.Attribute) and rooted(t.value)]
+        if isinstance(node, ast.Call) and node.args and rooted(node.args[0]) and (
+                (isinstance(node.func, ast.Name) and node.func.id == "setattr")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "setattr")):
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_no_attribute_of_prefect_is_replaced() -> None:
+    """Prefect is used through its public API only (issue 29 item 3): nothing in the project assigns to an attribute
+    of a Prefect module or class — the ephemeral server's lifetime is ``flows/prefect_server.py``'s own process."""
+    assert _prefect_patches("from prefect.server.api import server as s\ns.SubprocessASGIServer._run = f\n")
+    assert _prefect_patches("import prefect.server.api.server\nsetattr(prefect.server.api.server, 'subprocess', x)\n")
+    found = [f"{path.relative_to(REPO)}: {patch}" for folder in ("flows", "pipelines", "models", "warehouse",
+                                                                  "contract", "bench")
+             for path in sorted((REPO / folder).rglob("*.py"))
+             for patch in _prefect_patches(path.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)

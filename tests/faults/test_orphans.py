@@ -8,8 +8,9 @@ change the start method that the extraction picks): while the extraction pool of
 with the local executor, ``forkserver`` on Prefect's threads), while the Wikipedia2Vec training child runs, and on a
 Dask LocalCluster (the nannies live in the killed process; the extraction pool inside a Dask worker).
 
-Prefect's ephemeral API server (the ``uvicorn`` subprocess Prefect starts for ``--executor prefect``) is in the check
-too: ``flows/prefect_server.py`` starts it with the parent-death signal armed.
+Prefect's API server (the ``uvicorn`` subprocess that ``--executor prefect`` needs when no ``PREFECT_API_URL`` is
+set) is in the check too: ``flows/prefect_server.py`` starts it itself, with the parent-death signal armed, instead of
+letting Prefect start its ephemeral server (which only an orderly exit stops).
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ from faults.harness import (
     run_statuses,
     snapshot,
 )
+from flows.prefect_server import APP as PREFECT_SERVER_APP
 
 pytestmark = [pytest.mark.faults,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc, Linux parent-death signal")]
 
 SURVIVAL_WAIT = 15.0  # seconds a killed run's processes get to die
-PREFECT_SERVER = "prefect.server"
+PREFECT_SERVER = PREFECT_SERVER_APP  # in the command line of the API server flows/prefect_server.py starts
 
 
 COPIES = 10  # the sample's pages this many times (renamed): the extraction pool lives long enough to be caught
