@@ -18,11 +18,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
+
+if TYPE_CHECKING:
+    import pyarrow.compute as pc
 
 log = logging.getLogger("polysent.models.corpus_tables")
 
@@ -34,6 +36,8 @@ class CorpusError(ValueError):
 def read_table(name: str, path: Path, columns: Sequence[str], *, optional: Sequence[str] = (),
                filter: pc.Expression | None = None) -> pa.Table:
     """``columns`` (+ those of ``optional`` that exist) of a Parquet file or hive-partitioned folder."""
+    import pyarrow.dataset as ds  # here, not at import: it loads pandas (~0.2 s), and reading a config imports this
+
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{name}: {path} does not exist")
@@ -78,6 +82,8 @@ class Groups:
 
 def load_groups(path: Path, languages: Sequence[str] = (), name: str = "xnli_groups") -> Groups:
     """Groups of ≥ 2 distinct texts in ``languages`` (all when empty), ordered by group id."""
+    import pyarrow.compute as pc
+
     t = read_table(name, path, ["group_id", "lang", "text"], optional=["negative_group_id"])
     if languages:
         t = t.filter(pc.is_in(t.column("lang").cast(pa.string()), pa.array(list(languages))))
@@ -195,6 +201,8 @@ class Triples:
 
 def load_triples(path: Path, strategy: str, name: str = "nli_triples") -> Triples:
     """``nli_triples`` rows of one strategy (``english`` or ``cross_lingual``)."""
+    import pyarrow.compute as pc
+
     t = read_table(name, path, ["triple_id", "meaning_id", "sent0", "sent1", "hard_neg", "strategy"],
                    filter=pc.field("strategy") == strategy)
     t = t.sort_by([("triple_id", "ascending")])
@@ -262,6 +270,8 @@ class Sentences:
 
 def load_sentences(table: str, path: Path, language: str | None) -> Sentences:
     """Distinct sentences (first-appearance order) of a corpus table, in ``language`` when given."""
+    import pyarrow.compute as pc
+
     if table == "bitext_pairs":
         t = read_table(table, path, ["pair_id", "pivot_lang", "pivot_text", "text", "lang"])
         t = t.sort_by([("lang", "ascending"), ("pair_id", "ascending")])
