@@ -85,9 +85,19 @@ def parent_death_signal_available() -> bool:
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (a server started on it may still lose it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def api_healthy(api_url: str) -> bool:
+    """Whether a Prefect API answers 200 at ``<api_url>/health`` (within 2 s)."""
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return False
 
 
 def _port_taken(port: int) -> bool:
@@ -170,10 +180,8 @@ class ApiServer:
                 if code == UVICORN_STARTUP_FAILURE and _port_taken(self.port):
                     raise _PortTaken
                 raise RuntimeError(self._failure(f"the server exited with code {code} before it answered"))
-            with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError, OSError), \
-                    urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    return
+            if api_healthy(self.api_url):
+                return
             if time.monotonic() > deadline:
                 raise RuntimeError(self._failure(
                     f"no answer from {url} within {timeout:g} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)"))

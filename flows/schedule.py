@@ -15,26 +15,17 @@ import contextlib
 import functools
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from flows.prefect_server import exec_dies_with, parent_death_signal_available
+from flows.prefect_server import api_healthy, exec_dies_with, free_port, parent_death_signal_available
 
 log = logging.getLogger("polysent.schedule")
 REPO = Path(__file__).resolve().parents[1]
 ENTRYPOINT = "flows/pipeline.py:polysent_pipeline"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_healthy(api_url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
@@ -45,12 +36,8 @@ def wait_healthy(api_url: str, timeout: float, proc: subprocess.Popen | None = N
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"the local Prefect server exited with code {proc.returncode} before {api_url} "
                                "answered (its log is above)")
-        try:
-            with urllib.request.urlopen(f"{api_url}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
+        if api_healthy(api_url):
+            return
         if time.monotonic() > deadline:
             raise RuntimeError(f"no Prefect API answered at {api_url}/health within {timeout:.0f} s")
         time.sleep(0.5)

@@ -99,7 +99,7 @@ def register_objective(settings: type[S], *, tables: Callable[[Any], tuple[str, 
     """Register the settings dataclass ``settings`` (a frozen dataclass deriving from ``Objective`` whose ``kind``
     field is ``Literal["<kind>"] = "<kind>"``, with ``weight`` and ``batch_size``, overriding ``build``) under its
     kind. ``tables``: a tuple, or a function of the settings. A kind registered twice by different classes is refused
-    unless ``replace`` (re-importing the same module re-registers the same class)."""
+    unless ``replace``."""
     kind = _kind_of(settings)
     if not (isinstance(settings, type) and issubclass(settings, Objective)):
         raise TypeError(f"objective {kind!r}: {settings.__name__} must derive from models.objective_registry.Objective")
@@ -110,7 +110,7 @@ def register_objective(settings: type[S], *, tables: Callable[[Any], tuple[str, 
     if settings.build is Objective.build:
         raise TypeError(f"objective {kind!r}: {settings.__name__} must define build() returning its component")
     old = _REGISTRY.get(kind)
-    if old is not None and not replace and old.settings is not settings and not _same_class(old.settings, settings):
+    if old is not None and not replace and old.settings is not settings:
         raise ValueError(f"objective kind {kind!r} is already registered ({old.settings.__module__}."
                          f"{old.settings.__name__})")
     fixed = tables if callable(tables) else (lambda _o, t=tuple(tables): t)
@@ -168,11 +168,6 @@ def objective_languages(o: Any) -> tuple[str, ...]:
     """The languages an objective restricts itself to (empty: every language of its corpora)."""
     spec = spec_of(o)
     return spec.languages(o) if spec.languages is not None else tuple(getattr(o, "languages", ()))
-
-
-def _same_class(a: type, b: type) -> bool:
-    """The same class defined again (a module imported under its own name and re-run, e.g. by a test)."""
-    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
 
 
 def _kind_of(settings: type) -> str:
