@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 
 from models.evaluation.knn import PAIR_X_CHUNK, PAIR_Y_CHUNK, as_embeddings
-from models.evaluation.margin import best_by_margin, knn_means, margin_function, score_candidates
+from models.evaluation.margin import Neighbourhoods, best_by_margin, knn_means, margin_function, score_candidates
 
 RETRIEVALS = ("max", "fwd", "bwd", "intersect")
 
@@ -83,10 +83,23 @@ def mine_rows(x: np.ndarray, y: np.ndarray, *, k: int = 4, margin: str = "ratio"
     if len(x) == 0 or len(y) == 0:
         return []
     nb = knn_means(x, y, k, x_chunk=x_chunk, y_chunk=y_chunk, device=device)
-    fwd_best, fwd_score = best_by_margin(score_candidates(nb.x2y_sim, nb.x2y_ind, nb.x2y_mean, nb.y2x_mean, margin),
-                                         nb.x2y_ind)
-    bwd_best, bwd_score = best_by_margin(score_candidates(nb.y2x_sim, nb.y2x_ind, nb.y2x_mean, nb.x2y_mean, margin),
-                                         nb.y2x_ind)
+    return select_pairs(nb, margin=margin, retrieval=retrieval, threshold=threshold)
+
+
+def select_pairs(nb: Neighbourhoods, *, margin: str = "ratio", retrieval: str = "max",
+                 threshold: float = 0.0) -> list[tuple[float, int, int]]:
+    """LASER's candidate selection from the k-NN both ways: margin scores of the k candidates each way, forward
+    best per source, backward best per target, then ``retrieval`` (module docstring, step 3): (score, x row, y row)
+    in LASER's output order. Neighbour places with index −1 (an approximate index that found fewer than k) are never
+    chosen. :mod:`models.mining.mine` runs the same selection on faiss neighbourhoods."""
+    if retrieval not in RETRIEVALS:
+        raise ValueError(f"retrieval must be one of {RETRIEVALS}, got {retrieval!r}")
+    fwd_scores = score_candidates(nb.x2y_sim, nb.x2y_ind, nb.x2y_mean, nb.y2x_mean, margin)
+    bwd_scores = score_candidates(nb.y2x_sim, nb.y2x_ind, nb.y2x_mean, nb.x2y_mean, margin)
+    fwd_scores[nb.x2y_ind < 0] = -np.inf
+    bwd_scores[nb.y2x_ind < 0] = -np.inf
+    fwd_best, fwd_score = best_by_margin(fwd_scores, nb.x2y_ind)
+    bwd_best, bwd_score = best_by_margin(bwd_scores, nb.y2x_ind)
     nx, ny = len(fwd_best), len(bwd_best)
     if retrieval == "fwd":
         return list(zip(fwd_score.tolist(), range(nx), fwd_best.tolist(), strict=True))
@@ -103,6 +116,8 @@ def mine_rows(x: np.ndarray, y: np.ndarray, *, k: int = 4, margin: str = "ratio"
     seen_tgt = np.zeros(ny, dtype=bool)
     out: list[tuple[float, int, int]] = []
     for i, s, t in zip(order.tolist(), src[order].tolist(), tgt[order].tolist(), strict=True):
+        if s < 0 or t < 0:  # a row whose every neighbour place is empty (approximate index)
+            continue
         if not seen_src[s] and not seen_tgt[t]:
             seen_src[s] = seen_tgt[t] = True
             if scores[i] > threshold:
