@@ -60,6 +60,7 @@ def add_parser(sub: Any) -> None:
     m.add_argument("--header", action="store_true", help="tsv: the first line names the columns")
     m.add_argument("--data-root", type=Path, default=None, help="warehouse of table:NAME inputs (default: "
                                                                 "$POLYSENT_DATA_ROOT or ./data)")
+    m.add_argument("--config", type=Path, default=None, help="take the warehouse (data root) from this config")
     m.add_argument("--workdir", type=Path, default=None, help="folder for the embedding files (default: a temporary "
                                                                "folder, removed afterwards)")
     m.add_argument("--device", default="auto", help="torch device of the encoder (auto: GPU when present)")
@@ -128,6 +129,13 @@ def cmd_mine(args: argparse.Namespace) -> int:
         settings = _settings(args)
         faiss_module()
         data_root = args.data_root or Path(os.environ.get("POLYSENT_DATA_ROOT", "data"))
+        if args.config is not None and args.data_root is None:
+            from flows.config import ConfigError, load_config
+
+            try:
+                data_root = load_config(args.config).data_root
+            except ConfigError as exc:
+                raise ValueError(str(exc)) from None
         sides = {}
         for side in ("src", "tgt"):
             col = read_input(_input(args, side), data_root.resolve())

@@ -606,3 +606,42 @@ def test_bucc_zh_en_sample_minilm(shared_data: Path, encode: Callable[[list[str]
     ref = _mteb_metrics({"sentence1": [zh[i] for i, _ in gold_rows], "sentence2": en, "gold": gold_rows},
                         gold_rows, model)
     assert bucc_mteb(x, y, gold_rows) == ref
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor:UserWarning")
+def test_bucc_zh_en_corpus_scale_mining_gives_the_laser_reproductions_pairs(
+        shared_data: Path, encode: Callable[[list[str]], np.ndarray]) -> None:
+    """``models.mining`` (faiss) on the BUCC zh-en sample: ``exact`` selects the same pairs as the evaluation's LASER
+    reproduction and scores the same F1; ``ivf`` and ``hnsw`` with their defaults lose at most 0.5 F1."""
+    pytest.importorskip("faiss")
+    from models.evaluation.bucc import _text_to_id
+    from models.mining.index import IndexSettings
+    from models.mining.mine import MineSettings, Side, mine_embeddings, unify
+
+    folder = shared_data / "bucc2018"
+    zh_ids, zh = _read_bucc(folder / "zh-en.sample.zh")
+    en_ids, en = _read_bucc(folder / "zh-en.sample.en")
+    gold = {line for line in (folder / "zh-en.sample.gold").read_text().splitlines()}
+    emb = encode(zh + en)
+    x, y = emb[:len(zh)], emb[len(zh):]
+    _, ref_f1, *_ = optimize_threshold(mine(zh_ids, zh, x, en_ids, en, y), gold)
+    uz, ue = unify(Side(zh_ids, zh, "zh"), "source"), unify(Side(en_ids, en, "en"), "target")
+    xu = encode(uz.texts)  # identical texts have identical rows (the fixture), so these are LASER's unique rows
+    yu = encode(ue.texts)
+    ref_rows = {(i, j) for s, i, j in mine_rows(xu, yu) if s > 0}
+    zh2id, _ = _text_to_id(zh_ids, zh)
+    en2id, _ = _text_to_id(en_ids, en)
+    f1 = {}
+    for kind in ("exact", "ivf", "hnsw"):
+        rows = mine_embeddings(xu, yu, MineSettings(threshold=0.0, index=IndexSettings(kind=kind)))
+        pairs = list(zip(rows.src_row.tolist(), rows.tgt_row.tolist(), strict=True))
+        if kind == "exact":
+            assert set(pairs) == ref_rows
+        cands = [Candidate(m, zh2id[uz.texts[i].strip()], en2id[ue.texts[j].strip()])
+                 for m, (i, j) in zip(rows.margin.tolist(), pairs, strict=True)
+                 if uz.texts[i].strip() in zh2id and ue.texts[j].strip() in en2id]
+        f1[kind] = optimize_threshold(cands, gold)[1]
+    assert f1["exact"] == pytest.approx(ref_f1, abs=1e-9) and ref_f1 > 0
+    assert f1["ivf"] >= ref_f1 - 0.5 and f1["hnsw"] >= ref_f1 - 0.5, f1

@@ -308,3 +308,29 @@ def test_cli_bad_input_is_a_clear_error_and_writes_nothing(tmp_path: Path, minil
     err = " ".join(capsys.readouterr().err.split())
     assert f"{emb}: holds 4-dimensional embeddings but the model" in err
     assert "gives 384-dimensional ones" in err and not out.exists()
+
+
+def test_a_side_shared_by_two_mining_runs_is_encoded_once(tmp_path: Path) -> None:
+    from models.mining.mine import mine_corpora
+
+    class Counting:
+        name, dim = "fake@1", 16
+
+        def __init__(self) -> None:
+            self.encoded: list[str] = []
+
+        def encode(self, texts: list[str], settings: MineSettings) -> np.ndarray:
+            self.encoded += texts
+            rng = [np.random.default_rng(abs(hash(t)) % 2**32) for t in texts]
+            return np.stack([r.standard_normal(16) for r in rng]).astype(np.float32)
+
+    enc = Counting()
+    en = Side([str(i) for i in range(50)], [f"english {i}" for i in range(50)], "en.txt")
+    de = Side([str(i) for i in range(40)], [f"deutsch {i}" for i in range(40)], "de.txt")
+    fr = Side([str(i) for i in range(30)], [f"français {i}" for i in range(30)], "fr.txt")
+    for tgt, name in ((de, "de"), (fr, "fr")):
+        stats = mine_corpora(en, tgt, enc, MineSettings(threshold=0.0), tmp_path / f"{name}.parquet",
+                             workdir=tmp_path / "emb", shared=True, progress=False)
+        assert stats["src_unique"] == 50 and pq.read_table(tmp_path / f"{name}.parquet").num_rows > 0
+    assert sorted(enc.encoded) == sorted(en.texts + de.texts + fr.texts)  # English once, not twice
+    assert len(list((tmp_path / "emb").glob("*.npy"))) == 3

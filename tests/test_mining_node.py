@@ -142,3 +142,13 @@ def test_the_loop_trains_mines_with_the_trained_model_and_trains_on_the_mined_pa
     texts = con.sql(f"SELECT pivot_text FROM read_parquet('{newest}/bitext_pairs/**/*.parquet')").pl()
     assert leaked not in set(texts["pivot_text"]) and len(texts) > 10
     assert any((root / "artifacts" / "train").glob("*/model/model.safetensors"))
+    # the command line on the same warehouse: its wiki_sentences table, one language per side
+    out = tmp_path / "wiki.parquet"
+    assert main(["mine", "table:wiki_sentences", "table:wiki_sentences", "--src-where", "lang = 'en'",
+                 "--tgt-where", "lang = 'de'", "--src-id-column", "page_id", "--tgt-id-column", "page_id",
+                 "--config", str(path), "--model", str(Path(gt.__file__).parent / "model"), "--out", str(out),
+                 "--threshold", "1.0", "--no-progress"]) == 0
+    by_cli = pq.read_table(out).to_pylist()
+    assert len(by_cli) > 10 and all(r["margin"] > 1.0 for r in by_cli)
+    assert main(["mine", "table:wiki_pairs", "table:wiki_sentences", "--config", str(path), "--model", "x",
+                 "--out", str(tmp_path / "none.parquet")]) == 2  # no such table: named, with the tables there

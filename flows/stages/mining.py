@@ -5,8 +5,8 @@ content in the key). The model is an external id (a local folder's files in the 
 config (input: its ``train.<run>`` node, so the loop closes: train, mine with the trained model, train on the mined
 pairs through a ``{format: mined}`` bitext source). The table is written as ``mined_pairs/mining=<name>/`` so the
 warehouse view ``mined_pairs`` holds every entry's pairs with a ``mining`` column. Embedding files are kept under
-``<data root>/cache/mining/<name>/`` and reused only for the same model and texts (a changed threshold or index
-searches again without encoding again).
+``<data root>/cache/mining/``, named by a hash of model and texts: a side that several entries share (English against
+three languages) is encoded once, and a changed threshold or index searches again without encoding again.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def run_mine(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], *
     rel = f"{TABLE}/mining={name}/part-0.parquet"
     meta = {"polysent": json.dumps({"mining": name, "model": (entry.run and f"run:{entry.run}") or entry.model,
                                     "settings": canonical(settings)})}
-    stats = mine_corpora(src, tgt, encoder, settings, Path(out) / rel, workdir=workdir, progress=True,
+    stats = mine_corpora(src, tgt, encoder, settings, Path(out) / rel, workdir=workdir, shared=True, progress=True,
                          metadata=meta, constants={"src_lang": entry.src.language, "tgt_lang": entry.tgt.language})
     return StageResult(tables={TABLE: TABLE}, stats=stats)
 
@@ -88,6 +88,6 @@ def mining_nodes(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> list[Node
             config["model"] = Path(entry.model).name
         nodes.append(Node(f"mine.{name}", "mine", STAGE_VERSION, {"name": name, "entry": config},
                           partial(run_mine, name=name, entry=entry,
-                                  workdir=cfg.data_root / "cache" / "mining" / name),
+                                  workdir=cfg.data_root / "cache" / "mining"),
                           files=files, deps=deps))
     return nodes

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -39,6 +40,13 @@ def texts_digest(texts: Iterable[str]) -> str:
 
 def sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
+
+
+def shared_path(folder: Path, model: str, texts: Sequence[str]) -> Path:
+    """Where the embeddings of ``texts`` by ``model`` live in a folder shared by several mining runs: the name holds
+    a hash of both, so a side mined twice (English against three languages) is encoded once."""
+    key = hashlib.sha256(f"{model}\0{texts_digest(texts)}".encode()).hexdigest()[:24]
+    return Path(folder) / f"{key}.npy"
 
 
 def saved_embeddings(path: Path, *, model: str, dim: int, texts: str, rows: int) -> np.ndarray | None:
@@ -88,7 +96,7 @@ def encode_to_file(texts: Sequence[str], encode: Callable[[list[str]], np.ndarra
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
     path.parent.mkdir(parents=True, exist_ok=True)
     sidecar(path).unlink(missing_ok=True)  # the old sidecar first: a half-replaced pair is never read as complete
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique per writer and thread
     try:
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(len(texts), dim))
         for lo in range(0, len(texts), chunk_rows):
@@ -106,7 +114,7 @@ def encode_to_file(texts: Sequence[str], encode: Callable[[list[str]], np.ndarra
     finally:
         tmp.unlink(missing_ok=True)
     meta = {"model": model, "dim": dim, "rows": len(texts), "texts": digest}
-    meta_tmp = sidecar(path).with_name(f".{sidecar(path).name}.{os.getpid()}.tmp")
+    meta_tmp = sidecar(path).with_name(f".{sidecar(path).name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     meta_tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
     os.replace(meta_tmp, sidecar(path))
     log.info("%s: wrote %d × %d embeddings of %s", path, len(texts), dim, model)

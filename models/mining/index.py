@@ -68,7 +68,7 @@ class IndexSettings:
 
     kind: IndexKind = "exact"
     nlist: int | None = None  # ivf: inverted lists (None: 4·√rows, at least 39 training rows per list)
-    nprobe: int = 64  # ivf: lists searched per query
+    nprobe: int = 32  # ivf: lists searched per query
     train_rows: int | None = None  # ivf: rows the quantiser is trained on (None: 64 per list, at most the shard)
     m: int = 32  # hnsw: links per node
     ef_construction: int = 80  # hnsw

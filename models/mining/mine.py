@@ -36,7 +36,7 @@ import numpy as np
 
 from models.evaluation.bucc import select_pairs, unify_texts
 from models.evaluation.margin import MARGINS, Neighbourhoods
-from models.mining.embedding_file import CHUNK_ROWS, encode_to_file
+from models.mining.embedding_file import CHUNK_ROWS, encode_to_file, shared_path
 from models.mining.index import IndexSettings, blocks, knn, load_rows, normalised
 
 log = logging.getLogger("polysent.models.mining")
@@ -265,13 +265,16 @@ def _bar(desc: str, total: int, enabled: bool) -> Any:
 
 
 def mine_corpora(src: Side, tgt: Side, encoder: Encoder, settings: MineSettings, out: Path, *, workdir: Path,
-                 src_embeddings: Path | None = None, tgt_embeddings: Path | None = None, executor: Any = None,
+                 src_embeddings: Path | None = None, tgt_embeddings: Path | None = None, shared: bool = False,
+                 executor: Any = None,
                  progress: bool = True, metadata: dict[str, str] | None = None,
                  constants: dict[str, str] | None = None) -> dict[str, Any]:
     """Steps 1–5 end to end: ``out`` gets the mined pairs; returns counts and timings per phase.
 
     Embeddings go to ``src_embeddings`` / ``tgt_embeddings`` (reused when they hold this model's vectors of these
-    texts) or to ``workdir``. A progress bar per phase (encode each side, k-NN each way)."""
+    texts) or to ``workdir`` — as ``src.npy`` / ``tgt.npy``, or with ``shared`` under a name hashing model and texts,
+    so that runs sharing the folder encode a side they share once. A progress bar per phase (encode each side, k-NN
+    each way)."""
     t0 = time.perf_counter()
     usrc, utgt = unify(src, "source"), unify(tgt, "target")
     log.info("mining %s (%d lines, %d unique) × %s (%d lines, %d unique) with %s, index %s, k %d, %s, threshold %s",
@@ -281,7 +284,10 @@ def mine_corpora(src: Side, tgt: Side, encoder: Encoder, settings: MineSettings,
     paths = {}
     for name, side, given in (("src", usrc, src_embeddings), ("tgt", utgt, tgt_embeddings)):
         t1 = time.perf_counter()
-        path = Path(given) if given is not None else Path(workdir) / f"{name}.npy"
+        if given is not None:
+            path = Path(given)
+        else:
+            path = shared_path(workdir, encoder.name, side.texts) if shared else Path(workdir) / f"{name}.npy"
         bar = _bar(f"encode {name}", len(side.texts), progress)
         encode_to_file(side.texts, lambda batch: encoder.encode(batch, settings), path, model=encoder.name,
                        dim=encoder.dim, chunk_rows=settings.chunk_rows, progress=bar.update)
