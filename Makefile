@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-eval \
+.PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-mining bench-eval \
         bench-eval-ceiling bench-me5 bench-replications bench-train-quality bench-vmsst-quality bench-vmsst-speed bench-train-overhead bench-train-gpu lint clean \
         setup
 
@@ -127,6 +127,12 @@ bench-vmsst-speed: $(STAMP)
 # BUCC-scale mining: 100k × 100k synthetic 768-d embeddings, chunked k-NN (wall time, peak RSS)
 bench-bucc: $(STAMP)
 	$(BIN)/python -m bench.bucc_mining --n 100000 --dim 768
+
+# mining k-NN at scale: 1M × 1M synthetic 384-d embeddings, exact vs ivf/hnsw vs LASER's faiss flat search, then 4M × 4M
+# ivf sharded over a 2-worker local Dask cluster (time, peak RSS, recall@4; writes ~15 GB under data/bench/mining_scale,
+# reused on reruns; ~40 min on 2 idle cores, ~55 on a busy machine)
+bench-mining: $(STAMP)
+	$(BIN)/python -m bench.mining_scale --n 1000000 --dask-n 4000000
 
 # trainer overhead vs a bare PyTorch loop on the same model, batches and data (CPU; BERT 256×4 on the sample bitext,
 # --minilm for all-MiniLM-L6-v2); target ≤ 5 %; fresh process per run, interleaved, median of 5

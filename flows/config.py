@@ -124,6 +124,7 @@ class MiningEntry(_Strict):
     batch_tokens: int = Field(4096, ge=1)
     device: str = "auto"
     max_length: int | None = Field(None, ge=2)
+    recall_sample: int = Field(1000, ge=0, description="ivf / hnsw: queries searched exactly too (recall@k, logged)")
 
     @model_validator(mode="after")
     def _one_model(self) -> MiningEntry:
@@ -136,7 +137,8 @@ class MiningEntry(_Strict):
 
     def settings(self) -> MineSettings:
         return MineSettings(k=self.k, mode=self.mode, margin=self.margin, threshold=self.threshold, index=self.index,
-                            batch_size=self.batch_size, batch_tokens=self.batch_tokens)
+                            batch_size=self.batch_size, batch_tokens=self.batch_tokens,
+                            recall_sample=self.recall_sample)
 
 
 class Execution(_Strict):

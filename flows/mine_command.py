@@ -38,13 +38,16 @@ def add_parser(sub: Any) -> None:
     ix = m.add_argument_group("index (faiss)")
     ix.add_argument("--index", choices=("exact", "ivf", "hnsw"), default="exact")
     ix.add_argument("--nlist", type=int, default=None, help="ivf: inverted lists (default 4·√rows)")
-    ix.add_argument("--nprobe", type=int, default=None, help="ivf: lists searched (default 64)")
+    ix.add_argument("--nprobe", type=int, default=None,
+                    help="ivf: lists searched (default: enough to scan about 8,192 vectors, at least 32)")
     ix.add_argument("--hnsw-m", type=int, default=None, help="hnsw: links per node (default 32)")
     ix.add_argument("--ef-construction", type=int, default=None, help="hnsw (default 80)")
     ix.add_argument("--ef-search", type=int, default=None, help="hnsw (default 128)")
     ix.add_argument("--codec", choices=("Flat", "SQ8"), default=None, help="ivf / hnsw: vector storage (default Flat)")
     ix.add_argument("--shard-rows", type=int, default=None, help="target rows per index shard (default 1,000,000)")
     ix.add_argument("--threads", type=int, default=None, help="faiss threads (default: every core)")
+    ix.add_argument("--recall-sample", type=int, default=1000,
+                    help="ivf / hnsw: queries also searched exactly to measure recall@k (0: none; default 1000)")
     ix.add_argument("--dask", nargs="?", const="local", default=None, metavar="ADDRESS",
                     help="search the shards on a Dask cluster (tcp://host:8786, or a local one without ADDRESS)")
     for side in ("src", "tgt"):
@@ -91,7 +94,7 @@ def _settings(args: argparse.Namespace) -> Any:
              "ef_search": args.ef_search, "codec": args.codec, "shard_rows": args.shard_rows, "threads": args.threads}
     index = IndexSettings(kind=args.index, **{k: v for k, v in given.items() if v is not None})
     return MineSettings(k=args.k, mode=args.mode, margin=args.margin, threshold=args.threshold, index=index,
-                        batch_size=args.batch_size)
+                        batch_size=args.batch_size, recall_sample=args.recall_sample)
 
 
 def _executor(address: str | None) -> contextlib.AbstractContextManager[Any]:
@@ -161,5 +164,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
             return 2
     print(f"{stats['pairs']:,} pairs → {out}  (source {stats['src_unique']:,} unique of {stats['src_lines']:,} "
           f"lines, target {stats['tgt_unique']:,} of {stats['tgt_lines']:,}; margin > {stats['threshold']:g}; "
-          f"{json.dumps(stats['seconds'])})")
+          f"{json.dumps(stats['seconds'])}"
+          + (f"; sampled recall@{settings.k} {stats['sampled_recall']:.4f}" if stats["sampled_recall"] is not None
+             else "") + ")")
     return 0

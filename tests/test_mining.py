@@ -334,3 +334,17 @@ def test_a_side_shared_by_two_mining_runs_is_encoded_once(tmp_path: Path) -> Non
         assert stats["src_unique"] == 50 and pq.read_table(tmp_path / f"{name}.parquet").num_rows > 0
     assert sorted(enc.encoded) == sorted(en.texts + de.texts + fr.texts)  # English once, not twice
     assert len(list((tmp_path / "emb").glob("*.npy"))) == 3
+
+
+def test_shards_searched_by_an_executor_in_other_processes_give_the_same_neighbours(tmp_path: Path) -> None:
+    from concurrent.futures import ProcessPoolExecutor
+
+    q, t = _clustered(200, 16, 11), _clustered(900, 16, 12)
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "t.npy", t)
+    for kind in ("exact", "ivf"):
+        settings = IndexSettings(kind=kind, shard_rows=300)
+        here = knn(tmp_path / "q.npy", tmp_path / "t.npy", 4, settings)
+        with ProcessPoolExecutor(2) as pool:  # workers read their slices of the memory-mapped files
+            there = knn(tmp_path / "q.npy", tmp_path / "t.npy", 4, settings, executor=pool)
+        assert (here[1] == there[1]).all() and np.array_equal(here[0], there[0])

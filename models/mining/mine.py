@@ -24,6 +24,7 @@ Output: one row per pair, ``(src_id, tgt_id, src, tgt, margin, cosine)`` in sele
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -62,6 +63,7 @@ class MineSettings:
     batch_size: int = 128  # encoding: texts per batch at most
     batch_tokens: int = 4096  # encoding: padded tokens per batch at most
     chunk_rows: int = CHUNK_ROWS  # encoding: texts per chunk written to the embedding file
+    recall_sample: int = 1000  # ivf / hnsw: source queries whose k-NN is also searched exactly (0: no check)
 
     def __post_init__(self) -> None:
         if not isinstance(self.k, int) or self.k < 1:
@@ -76,6 +78,8 @@ class MineSettings:
                 raise ValueError(f"threshold: {self.threshold!r} is outside the {self.margin} margin's range "
                                  f"[{lo:g}, {hi:g}] (k = {self.k}); expected a value in it, e.g. "
                                  f"{RATIO_THRESHOLD if self.margin == 'ratio' else 0.0}")
+        if self.recall_sample < 0:
+            raise ValueError(f"recall_sample: expected 0 or a positive integer, got {self.recall_sample!r}")
         for name in ("batch_size", "batch_tokens", "chunk_rows"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)!r}")
@@ -98,6 +102,26 @@ def margin_range(margin: str, k: int) -> tuple[float, float]:
     raise ValueError(f"margin: expected one of {', '.join(MARGINS)}, got {margin!r}")
 
 
+#: an approximate run whose sampled recall@k is below this logs a warning
+RECALL_WARNING = 0.95
+
+
+def sampled_recall(x: np.ndarray | str | Path, y: np.ndarray | str | Path, found: np.ndarray, settings: MineSettings,
+                   executor: Any = None) -> float | None:
+    """recall@k of the approximate source → target neighbours ``found`` against exact search, on a seeded sample of
+    ``settings.recall_sample`` source rows (the exact search costs sample / rows of a full exact pass). None for an
+    exact index or a zero sample."""
+    if settings.index.kind == "exact" or settings.recall_sample == 0:
+        return None
+    xs = load_rows(x)
+    rows = np.sort(np.random.default_rng(settings.index.seed).choice(len(xs), min(len(xs), settings.recall_sample),
+                                                                     replace=False))
+    exact = dataclasses.replace(settings.index, kind="exact")
+    _, truth = knn(np.asarray(xs[rows]), y, settings.k, exact, executor=None)
+    hits = [len(set(a) & set(b)) / len(b) for a, b in zip(found[rows].tolist(), truth.tolist(), strict=True)]
+    return float(np.mean(hits))
+
+
 @dataclass(frozen=True)
 class MinedRows:
     """Selected pairs as row numbers of the two embedding matrices, with margin and cosine, in selection order."""
@@ -106,6 +130,7 @@ class MinedRows:
     tgt_row: np.ndarray  # int64
     margin: np.ndarray  # float64
     cosine: np.ndarray  # float32
+    recall: float | None = None  # sampled recall@k of an approximate index (None: exact)
 
     def __len__(self) -> int:
         return len(self.src_row)
@@ -155,6 +180,12 @@ def mine_embeddings(x: np.ndarray | str | Path, y: np.ndarray | str | Path, sett
                            progress=report("k-NN source → target", len(xs) * shards_y))
     y2x_sim, y2x_ind = knn(y, x, settings.k, settings.index, executor=executor,
                            progress=report("k-NN target → source", len(ys) * shards_x))
+    recall = sampled_recall(x, y, x2y_ind, settings, executor)
+    if recall is not None:
+        log_fn = log.warning if recall < RECALL_WARNING else log.info
+        log_fn("%s index: recall@%d %.4f against exact search on %d sampled queries%s", settings.index.kind,
+               settings.k, recall, min(len(xs), settings.recall_sample),
+               "; raise nprobe (ivf) or ef_search (hnsw)" if recall < RECALL_WARNING else "")
     nb = Neighbourhoods(x2y_sim, x2y_ind, y2x_sim, y2x_ind, _means(x2y_sim), _means(y2x_sim))
     with np.errstate(invalid="ignore"):
         picked = select_pairs(nb, margin=settings.margin, retrieval=_RETRIEVAL[settings.mode], threshold=-np.inf)
@@ -163,7 +194,7 @@ def mine_embeddings(x: np.ndarray | str | Path, y: np.ndarray | str | Path, sett
     src_row = np.fromiter((i for _, i, _ in kept), dtype=np.int64, count=len(kept))
     tgt_row = np.fromiter((j for _, _, j in kept), dtype=np.int64, count=len(kept))
     margin = np.fromiter((s for s, _, _ in kept), dtype=np.float64, count=len(kept))
-    return MinedRows(src_row, tgt_row, margin, pair_cosines(xs, ys, src_row, tgt_row))
+    return MinedRows(src_row, tgt_row, margin, pair_cosines(xs, ys, src_row, tgt_row), recall)
 
 
 @dataclass(frozen=True)
@@ -313,6 +344,7 @@ def mine_corpora(src: Side, tgt: Side, encoder: Encoder, settings: MineSettings,
     stats = {"src_lines": usrc.lines, "src_blank": usrc.blank, "src_unique": len(usrc.texts),
              "tgt_lines": utgt.lines, "tgt_blank": utgt.blank, "tgt_unique": len(utgt.texts), "pairs": len(rows),
              "threshold": settings.cutoff(), "model": encoder.name, "dim": encoder.dim, "index": settings.index.kind,
+             "sampled_recall": rows.recall,
              "seconds": {k: round(v, 3) for k, v in seconds.items()}}
     log.info("mined %d pairs into %s (%.1f s)", len(rows), out, time.perf_counter() - t0)
     return stats
