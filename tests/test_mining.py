@@ -337,6 +337,7 @@ def test_a_side_shared_by_two_mining_runs_is_encoded_once(tmp_path: Path) -> Non
 
 
 def test_shards_searched_by_an_executor_in_other_processes_give_the_same_neighbours(tmp_path: Path) -> None:
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     q, t = _clustered(200, 16, 11), _clustered(900, 16, 12)
@@ -345,6 +346,8 @@ def test_shards_searched_by_an_executor_in_other_processes_give_the_same_neighbo
     for kind in ("exact", "ivf"):
         settings = IndexSettings(kind=kind, shard_rows=300)
         here = knn(tmp_path / "q.npy", tmp_path / "t.npy", 4, settings)
-        with ProcessPoolExecutor(2) as pool:  # workers read their slices of the memory-mapped files
+        # spawned, not forked: a child forked from a process whose OpenMP runtime (faiss) has started can hang
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            # the workers read their slices of the memory-mapped files
             there = knn(tmp_path / "q.npy", tmp_path / "t.npy", 4, settings, executor=pool)
         assert (here[1] == there[1]).all() and np.array_equal(here[0], there[0])
