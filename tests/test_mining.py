@@ -188,7 +188,18 @@ def test_embedding_file_leaves_nothing_when_the_encoder_fails(tmp_path: Path) ->
     broken.calls = 0  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError, match="out of memory"):
         encode_to_file([str(i) for i in range(30)], broken, tmp_path / "x.npy", model="m", dim=3, chunk_rows=10)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["x.npy.lock"]  # the writers' lock only: no data, no sidecar
+
+
+def test_two_writers_of_one_embedding_file_encode_it_once(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [f"sentence {i}" for i in range(40)]
+    calls, encode = _fake_encode(4)
+    with ThreadPoolExecutor(2) as pool:
+        arrays = list(pool.map(lambda _: encode_to_file(texts, encode, tmp_path / "e.npy", model="m", dim=4,
+                                                        chunk_rows=10), range(2)))
+    assert calls == [10, 10, 10, 10] and (arrays[0] == arrays[1]).all()
 
 
 def test_inputs_lines_tsv_parquet_and_their_errors(tmp_path: Path) -> None:

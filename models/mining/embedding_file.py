@@ -83,8 +83,19 @@ def encode_to_file(texts: Sequence[str], encode: Callable[[list[str]], np.ndarra
                    dim: int, chunk_rows: int = CHUNK_ROWS,
                    progress: Callable[[int], None] | None = None) -> np.ndarray:
     """Encode ``texts`` ``chunk_rows`` at a time into ``path`` (float32 ``.npy``) and return it memory-mapped
-    read-only; a complete file of the same model and texts is reused (nothing encoded). ``encode(list) → [n, dim]``."""
+    read-only; a complete file of the same model and texts is reused (nothing encoded). ``encode(list) → [n, dim]``.
+    Writers of one file take turns (a lock file beside it), so two runs sharing a side encode it once."""
+    from filelock import FileLock  # a dependency of huggingface_hub / transformers: there wherever models/ runs
+
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # one writer per file: a second run mining the same side (another node, another process) waits, then reuses it
+    with FileLock(str(path.with_name(path.name + ".lock"))):
+        return _encode_locked(texts, encode, path, model=model, dim=dim, chunk_rows=chunk_rows, progress=progress)
+
+
+def _encode_locked(texts: Sequence[str], encode: Callable[[list[str]], np.ndarray], path: Path, *, model: str,
+                   dim: int, chunk_rows: int, progress: Callable[[int], None] | None) -> np.ndarray:
     digest = texts_digest(texts)
     saved = saved_embeddings(path, model=model, dim=dim, texts=digest, rows=len(texts))
     if saved is not None:
@@ -94,7 +105,6 @@ def encode_to_file(texts: Sequence[str], encode: Callable[[list[str]], np.ndarra
         return saved
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be positive, got {chunk_rows}")
-    path.parent.mkdir(parents=True, exist_ok=True)
     sidecar(path).unlink(missing_ok=True)  # the old sidecar first: a half-replaced pair is never read as complete
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")  # unique per writer and thread
     try:
