@@ -17,13 +17,13 @@ Bad input is a :class:`MiningInputError` naming the file and line, or the column
 
 from __future__ import annotations
 
-import bz2
-import gzip
+import io
 import lzma
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
+
+from pipelines.text_lines import open_binary
 
 Format = Literal["lines", "tsv", "parquet", "table"]
 FORMATS: tuple[str, ...] = ("lines", "tsv", "parquet", "table")
@@ -71,15 +71,9 @@ class TextInput:
 
 
 def _open_text(path: Path) -> IO[str]:
-    opener: Callable[..., Any] = open
-    name = path.name.lower()
-    if name.endswith(".gz"):
-        opener = gzip.open
-    elif name.endswith(".bz2"):
-        opener = bz2.open
-    elif name.endswith(".xz"):
-        opener = lzma.open
-    return opener(path, "rt", encoding="utf-8-sig", newline="")
+    raw = open_binary(path)
+    return io.TextIOWrapper(io.BufferedReader(raw) if isinstance(raw, io.RawIOBase) else raw, encoding="utf-8-sig",
+                            newline="")
 
 
 def _lines(path: Path) -> list[str]:

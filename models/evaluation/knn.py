@@ -97,7 +97,7 @@ class _TopK:
         self.indices[lo:hi] = np.take_along_axis(cat_i, order, 1)
 
 
-def _blocks(n: int, size: int) -> Iterator[tuple[int, int]]:
+def blocks(n: int, size: int) -> Iterator[tuple[int, int]]:
     for lo in range(0, n, size):
         yield lo, min(lo + size, n)
 
@@ -126,10 +126,10 @@ def _scan(x: np.ndarray, y: np.ndarray, k: int, x_chunk: int, y_chunk: int, devi
     with torch.inference_mode():
         # on an accelerator the normalised corpus blocks are moved there once; on the CPU they are re-made per query
         # block (a few % of the matmul's cost) so that no normalised copy of the corpus is held
-        cached = [_normalised(ty[lo:hi].to(dev)) for lo, hi in _blocks(len(y), y_chunk)] if dev.type != "cpu" else None
-        for xlo, xhi in _blocks(len(x), x_chunk):
+        cached = [_normalised(ty[lo:hi].to(dev)) for lo, hi in blocks(len(y), y_chunk)] if dev.type != "cpu" else None
+        for xlo, xhi in blocks(len(x), x_chunk):
             q = _normalised(tx[xlo:xhi].to(dev))
-            for b, (ylo, yhi) in enumerate(_blocks(len(y), y_chunk)):
+            for b, (ylo, yhi) in enumerate(blocks(len(y), y_chunk)):
                 c = cached[b] if cached is not None else _normalised(ty[ylo:yhi])
                 s = q @ c.T
                 fwd.merge(xlo, xhi, *_block_topk(s, k, ylo))

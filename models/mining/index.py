@@ -45,12 +45,14 @@ fewer than k neighbours (an IVF probe of near-empty lists), the missing places h
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+
+from models.evaluation.knn import blocks
 
 IndexKind = Literal["exact", "ivf", "hnsw"]
 KINDS: tuple[str, ...] = ("exact", "ivf", "hnsw")
@@ -144,11 +146,6 @@ def normalised(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     np.divide(out, norms, out=out, where=norms > 0)
     return out
-
-
-def blocks(n: int, size: int) -> Iterator[tuple[int, int]]:
-    for lo in range(0, n, size):
-        yield lo, min(lo + size, n)
 
 
 def build_index(targets: np.ndarray, settings: IndexSettings, *,

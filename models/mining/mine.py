@@ -36,9 +36,10 @@ from typing import Any, Literal
 import numpy as np
 
 from models.evaluation.bucc import select_pairs, unify_texts
+from models.evaluation.knn import blocks
 from models.evaluation.margin import MARGINS, Neighbourhoods
 from models.mining.embedding_file import CHUNK_ROWS, encode_to_file, shared_path
-from models.mining.index import IndexSettings, blocks, knn, load_rows, normalised
+from models.mining.index import IndexSettings, knn, load_rows, normalised
 
 log = logging.getLogger("polysent.models.mining")
 MODES = ("max", "forward", "backward", "intersect")
@@ -231,9 +232,8 @@ def unify(side: Side, name: str) -> UniqueSide:
                                "to mine after de-duplication")
     texts = [side.texts[i] for i in keep]
     inds, unique, _ = unify_texts(texts)
-    first = np.full(len(unique), -1, dtype=np.int64)
-    for row in range(len(inds) - 1, -1, -1):  # the first occurrence's row wins
-        first[inds[row]] = row
+    first = np.empty(len(unique), dtype=np.int64)
+    first[inds[::-1]] = np.arange(len(inds) - 1, -1, -1)  # written last to first: the first occurrence's row wins
     ids = [str(side.ids[keep[r]]) for r in first.tolist()]
     return UniqueSide(ids, unique, len(side.texts), len(side.texts) - len(keep))
 
