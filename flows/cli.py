@@ -1,5 +1,5 @@
 """``polysent`` command line: run, serve, deploy, push, pull, plan, validate, sql, report, convert-model,
-export-results, mine (``flows/mine_command.py``).
+export-results, export-model (``flows/export_model_command.py``), mine (``flows/mine_command.py``).
 
 Exit codes: 0 success, 1 a node failed (or, for ``report``, an unreadable results table), 2 invalid configuration or
 usage (nothing was run or written). Prefect is imported only by a ``run`` that has something to build (its import
@@ -519,7 +519,10 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--config", type=Path, default=None, help="take the data root from this config")
     ex.set_defaults(fn=cmd_export_results)
 
+    from flows.export_model_command import add_parser as add_export_model_parser
     from flows.mine_command import add_parser as add_mine_parser
+
+    add_export_model_parser(sub)
 
     add_mine_parser(sub)
     args = p.parse_args(argv)

@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
     ix.add_argument("--index", choices=("exact", "ivf", "hnsw"), default="exact")
     ix.add_argument("--nlist", type=int, default=None, help="ivf: inverted lists (default 4·√rows)")
     ix.add_argument("--nprobe", type=int, default=None,
-                    help="ivf: lists searched (default: enough to scan about 8,192 vectors, at least 32)")
+                    help="ivf: lists searched (default: enough to scan about 4,096 vectors, at least 16)")
     ix.add_argument("--hnsw-m", type=int, default=None, help="hnsw: links per node (default 32)")
     ix.add_argument("--ef-construction", type=int, default=None, help="hnsw (default 80)")
     ix.add_argument("--ef-search", type=int, default=None, help="hnsw (default 128)")

@@ -28,6 +28,8 @@ import dataclasses
 import json
 import logging
 import math
+import os
+import platform
 import shutil
 import sys
 import time
@@ -376,13 +378,28 @@ def export(run: Run, out: Path, tables_dir: str) -> dict[str, str]:
     return written
 
 
+def hardware(device: Any) -> dict[str, Any]:
+    """What trained the model (for the model card): the CPU's model name, its cores, torch's intra-op threads, and
+    the GPU's name when the device is one."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    out: dict[str, Any] = {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads()}
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(torch.device(str(device)))
+    return out
+
+
 def run_stats(run: Run, seconds: float) -> dict[str, Any]:
     """The summary a training stage returns."""
     final = run.history.steps["loss"][-1] if run.history.steps["loss"] else float("nan")
     stats = {"final_loss": final, "steps": run.settings.steps, "resumed_from": run.start, "device": str(run.device),
              "precision": "bf16" if run.bf16 else "fp32", "world_size": run.world,
              "objectives": [c.name for c in run.components], "parameters": sum(p.numel() for p in run.params),
-             "train_seconds": round(seconds, 4)}
+             "train_seconds": round(seconds, 4), "hardware": hardware(run.device)}
     if run.best is not None:
         stats.update({"best_step": run.best[1], "best_dev": run.best[0],
                       "dev_metric": run.dev.name if run.dev else None})

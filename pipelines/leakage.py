@@ -33,7 +33,8 @@ class EvalSetSpec(BaseModel):
     name: str
     path: Path
     format: Literal["lines", "tsv", "csv"] = "lines"
-    columns: list[int | str] = Field(default_factory=list, description="tsv: 0-based indices; csv: header names")
+    columns: list[int | str] = Field(default_factory=list, description="tsv: 0-based indices; csv: header names, "
+                                     "or 0-based indices for a file without a header row")
 
     def resolve(self) -> list[Path]:
         p = str(self.path)
@@ -63,8 +64,17 @@ class LeakageSettings(BaseModel):
 def _read_texts(spec: EvalSetSpec, path: Path) -> list[str]:
     opener = gzip.open if path.suffix == ".gz" else open
     if spec.format == "csv":
-        df = pl.read_csv(path, infer_schema=False)
-        cols = [str(c) for c in spec.columns] or df.columns
+        # header names, or 0-based indices for a file without a header row (stsb_multi_mt's ``s1,s2,score``)
+        indexed = bool(spec.columns) and all(isinstance(c, int) for c in spec.columns)
+        if spec.columns and not indexed and any(isinstance(c, int) for c in spec.columns):
+            raise ValueError(f"leakage eval set {spec.name!r}: csv columns are all header names or all 0-based "
+                             f"indices (a file without a header row), got {spec.columns}")
+        df = pl.read_csv(path, infer_schema=False, has_header=not indexed)
+        if indexed and max(int(c) for c in spec.columns) >= df.width:
+            raise ValueError(f"{path}: leakage eval set {spec.name!r} reads column {max(spec.columns)} (0-based), "
+                             f"the file has {df.width} comma-separated columns")
+        cols = ([df.columns[int(c)] for c in spec.columns] if indexed
+                else [str(c) for c in spec.columns] or df.columns)
         missing = [c for c in cols if c not in df.columns]
         if missing:
             raise ValueError(f"{path}: leakage eval set {spec.name!r} needs columns {missing}; "

@@ -978,3 +978,24 @@ def test_hub_offline_error_names_id_reason_and_local_format() -> None:
     # the real loader, offline (conftest sets HF_HUB_OFFLINE=1): fails at once with the same kind of message
     with pytest.raises(HubLoadError, match=r"mteb/sickr-sts .*HF_HUB_OFFLINE=1.*sources\.eval\.sts"):
         load_hub("SICK-R")
+
+
+def test_clustering_cap_keeps_the_same_hash_chosen_rows_per_language(tmp_path: Path) -> None:
+    """``clustering_max_per_language``: at most N texts a language, chosen by the text's hash — the same rows
+    whatever the file order, the rest counted as skipped."""
+    from pipelines.eval_sets.clustering import read_clustering
+    from pipelines.eval_sets.lines import Skipped
+
+    texts = [f"Nachricht Nummer {i} über das Wetter." for i in range(40)]
+    labels = [f"c{i % 4}" for i in range(40)]
+    for name, order in (("a", range(40)), ("b", reversed(range(40)))):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "de_sentences.txt").write_text("\n".join(texts[i] for i in order) + "\n", encoding="utf-8")
+        (folder / "de_categories.txt").write_text("\n".join(labels[i] for i in order) + "\n", encoding="utf-8")
+    sk = Skipped()
+    a = read_clustering(tmp_path / "a", max_per_language=10, skipped=sk)
+    b = read_clustering(tmp_path / "b", max_per_language=10)
+    assert a.height == 10 and set(a["text"]) == set(b["text"])
+    assert sum(sk.as_dict()["eval_clustering"].values()) == 30
+    assert read_clustering(tmp_path / "a").height == 40

@@ -183,3 +183,19 @@ def test_cjk_lengths_are_weighted_for_the_ratio_filter(tmp_path: Path) -> None:
                                                                                 pairs)], progress=False)
         dropped = counts["length_ratio"].sum() + counts["too_short"].sum()
         assert (dropped, got.height) == ((1, 1) if lang == "zh" else (2, 0))
+
+
+def test_leakage_csv_without_header_reads_columns_by_index(tmp_path: Path) -> None:
+    """stsb_multi_mt's test files are ``s1,s2,score`` with no header: 0-based indices name the columns, and the
+    first line is a sentence pair, not a header."""
+    f = tmp_path / "stsb-de-test.csv"
+    f.write_text('Ein Mädchen frisiert ihr Haar.,Ein Mädchen bürstet sich die Haare.,2.5\n'
+                 '"Ein Mann, der Gitarre spielt.",Eine Frau tanzt.,0.4\n', encoding="utf-8")
+    index = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[
+        EvalSetSpec(name="stsb", path=f, format="csv", columns=[0, 1])]))
+    texts = set(index.texts["norm"].to_list())
+    assert texts == {normalise(t) for t in ("Ein Mädchen frisiert ihr Haar.", "Ein Mädchen bürstet sich die Haare.",
+                                            "Ein Mann, der Gitarre spielt.", "Eine Frau tanzt.")}
+    with pytest.raises(ValueError, match="all header names or all 0-based"):
+        EvalTextIndex.from_settings(LeakageSettings(eval_sets=[
+            EvalSetSpec(name="stsb", path=f, format="csv", columns=[0, "sentence2"])]))

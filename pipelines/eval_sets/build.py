@@ -66,7 +66,7 @@ def read_eval_sets(settings: EvalSetsSettings, sources: EvalSources, skipped: Sk
     if sources.clustering is not None:
         parts["eval_clustering"].append(clustering.read_clustering(
             sources.clustering, settings.clustering_languages, settings.clustering_dataset,
-            settings.clustering_empty_sentences, skipped))
+            settings.clustering_empty_sentences, skipped, settings.clustering_max_per_language))
     parts["eval_classification"] += [classification.read_classification(c, skipped) for c in sources.classification]
     parts["eval_parallel"] += [parallel.read_parallel(p, skipped) for p in sources.parallel]
     for pc in sources.pair_classification:

@@ -382,24 +382,10 @@ def export_mteb(results: RunResults, out: Path, *, model_name: str | None = None
     if not files:
         raise ValueError(f"run {results.run!r}: nothing to export in mteb's format; every result was skipped: "
                          + "; ".join(f"{reason} ({len(w)})" for reason, w in sorted(skipped.items())))
-    rel_dir = Path("results") / model_name_as_path(name) / rev
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
     try:
-        model_dir = tmp / rel_dir
-        model_dir.mkdir(parents=True)
-        written = []
-        for task, data in sorted(files.items()):
-            (model_dir / f"{task}.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
-            written.append((rel_dir / f"{task}.json").as_posix())
-        meta = model_meta(name, rev, results.adapted_from)
-        (model_dir / "model_meta.json").write_text(json.dumps(meta, indent=4) + "\n", "utf-8")
-        written.append((rel_dir / "model_meta.json").as_posix())
-        record = {"run": results.run, "model": models, "model_name": name, "revision": rev,
-                  "mteb_layout_version": MTEB_VERSION, "artifacts": results.artifacts,
-                  "tasks": {t: sum(len(v) for v in d["scores"].values()) for t, d in sorted(files.items())},
-                  "skipped": {reason: where for reason, where in sorted(skipped.items())}}
-        (tmp / EXPORT_RECORD).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        rel_dir, written, record = write_mteb_files(results, tmp, files, skipped, name, rev, models)
         tmp.chmod(0o755)
         publish_dir(tmp, out, out.parent / f".{out.name}.trash")
     except BaseException:
@@ -410,6 +396,30 @@ def export_mteb(results: RunResults, out: Path, *, model_name: str | None = None
         if trash.is_dir() and not any(trash.iterdir()):
             trash.rmdir()
     return Export(out / rel_dir, written, record["tasks"], skipped)
+
+
+def write_mteb_files(results: RunResults, folder: Path, files: Mapping[str, dict[str, Any]],
+                     skipped: Mapping[str, list[str]], name: str, rev: str, models: Sequence[str]
+                     ) -> tuple[Path, list[str], dict[str, Any]]:
+    """Write ``files`` (``task_results``) under ``folder`` in mteb's layout with ``model_meta.json`` and the export
+    record; ``folder`` is the caller's temporary folder (it publishes it). Returns (the results folder relative to
+    ``folder``, the files written, the record)."""
+    rel_dir = Path("results") / model_name_as_path(name) / rev
+    model_dir = folder / rel_dir
+    model_dir.mkdir(parents=True)
+    written = []
+    for task, data in sorted(files.items()):
+        (model_dir / f"{task}.json").write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", "utf-8")
+        written.append((rel_dir / f"{task}.json").as_posix())
+    meta = model_meta(name, rev, results.adapted_from)
+    (model_dir / "model_meta.json").write_text(json.dumps(meta, indent=4) + "\n", "utf-8")
+    written.append((rel_dir / "model_meta.json").as_posix())
+    record = {"run": results.run, "model": list(models), "model_name": name, "revision": rev,
+              "mteb_layout_version": MTEB_VERSION, "artifacts": results.artifacts,
+              "tasks": {t: sum(len(v) for v in d["scores"].values()) for t, d in sorted(files.items())},
+              "skipped": {reason: where for reason, where in sorted(skipped.items())}}
+    (folder / EXPORT_RECORD).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    return rel_dir, written, record
 
 
 # -- reading a run from the warehouse --------------------------------------------------------------------------------

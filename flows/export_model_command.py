@@ -1,0 +1,67 @@
+"""``polysent export-model RUN DIR``: a trained run's model folder with its model card and results
+(``pipelines.export.model_export``).
+
+The objective registry (``models.objective_registry``) says which corpus tables and languages each objective of the
+run read; that is the one piece of the card only ``models`` knows, so it is passed in from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def describe_objectives(objectives: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The run's objectives (as its train manifest records them) → ``model_card.ObjectiveInfo``."""
+    from models.objective_registry import objective_languages, objective_tables
+    from models.settings import TrainSettings
+    from models.settings_io import from_mapping
+    from pipelines.export.model_card import ObjectiveInfo
+
+    parsed = from_mapping(TrainSettings, {"objectives": list(objectives)}, "train manifest").objectives
+    return [ObjectiveInfo(kind=o.kind, settings=dict(raw), tables=list(objective_tables(o)),
+                          languages=list(objective_languages(o)))
+            for o, raw in zip(parsed, objectives, strict=True)]
+
+
+def cmd_export_model(args: argparse.Namespace) -> int:
+    """Exit 2 for an unknown run, a non-empty DIR without --force or a bad model name; 1 when writing failed
+    (nothing is published then)."""
+    from flows.cli import _data_root
+    from pipelines.export.model_card import CardError
+    from pipelines.export.model_export import export_model
+
+    root = _data_root(args, "export-model")
+    if root is None:
+        return 2
+    try:
+        done = export_model(root, args.run, args.out, describe_objectives=describe_objectives, force=args.force,
+                            model_name=args.model_name)
+    except (CardError, FileExistsError, FileNotFoundError, ValueError) as exc:
+        print(f"polysent export-model: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"polysent export-model: {args.out}: {exc}", file=sys.stderr)
+        return 1
+    f = done.facts
+    print(f"{args.run} (train artifact {f.train_key[:20]}) → {done.folder}")
+    print(f"  README.md: model card — {len(f.languages)} language(s), {len(f.corpora)} corpus artifact(s), "
+          f"{len(f.results)} headline result(s) beside {f.start_run or 'no start model'}"
+          f"{' and ' + ', '.join(f.peers) if f.peers else ''}; license {f.license}")
+    print(f"  mteb/: {len(done.mteb_files)} file(s); model-index: {len(f.model_index)} result(s)")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    ex = sub.add_parser("export-model", help="a trained run's model folder with its model card (README.md), "
+                                             "evaluation results and mteb result files")
+    ex.add_argument("run", help="the training run (a name under `training:`)")
+    ex.add_argument("out", type=Path, help="folder to write (must be absent or empty unless --force)")
+    ex.add_argument("--model-name", default=None, help="the model's name, organisation/model (default: polysent/RUN)")
+    ex.add_argument("--force", action="store_true", help="replace an existing folder")
+    ex.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
+    ex.add_argument("--config", type=Path, default=None, help="take the data root from this config")
+    ex.set_defaults(fn=cmd_export_model)
