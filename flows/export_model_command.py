@@ -8,6 +8,7 @@ run read; that is the one piece of the card only ``models`` knows, so it is pass
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,14 +28,35 @@ def describe_objectives(objectives: Sequence[Mapping[str, Any]]) -> list[Any]:
             for o, raw in zip(parsed, objectives, strict=True)]
 
 
+def data_root(args: argparse.Namespace) -> Any:
+    """--data-root, else the --config's ``data_root``, else $POLYSENT_DATA_ROOT, else ./data (a ``DataRoot``); None
+    after printing why (an invalid config, or no warehouse there)."""
+    from warehouse.layout import DataRoot
+
+    path = args.data_root or Path(os.environ.get("POLYSENT_DATA_ROOT", "data"))
+    if args.config is not None and args.data_root is None:
+        from flows.config import ConfigError, load_config
+
+        try:
+            path = load_config(args.config).data_root
+        except ConfigError as exc:
+            print(f"polysent export-model: {exc}", file=sys.stderr)
+            return None
+    root = DataRoot.at(path)
+    if not root.root.exists():
+        print(f"polysent export-model: no warehouse at {root.root} (run `polysent run CONFIG` first)",
+              file=sys.stderr)
+        return None
+    return root
+
+
 def cmd_export_model(args: argparse.Namespace) -> int:
     """Exit 2 for an unknown run, a non-empty DIR without --force or a bad model name; 1 when writing failed
     (nothing is published then)."""
-    from flows.cli import _data_root
     from pipelines.export.model_card import CardError
     from pipelines.export.model_export import export_model
 
-    root = _data_root(args, "export-model")
+    root = data_root(args)
     if root is None:
         return 2
     try:

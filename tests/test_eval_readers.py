@@ -988,7 +988,7 @@ def test_clustering_cap_keeps_the_same_hash_chosen_rows_per_language(tmp_path: P
 
     texts = [f"Nachricht Nummer {i} über das Wetter." for i in range(40)]
     labels = [f"c{i % 4}" for i in range(40)]
-    for name, order in (("a", range(40)), ("b", reversed(range(40)))):
+    for name, order in (("a", list(range(40))), ("b", list(range(39, -1, -1)))):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "de_sentences.txt").write_text("\n".join(texts[i] for i in order) + "\n", encoding="utf-8")
