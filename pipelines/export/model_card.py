@@ -131,6 +131,7 @@ class CardFacts:
     start_run: str | None = None
     peers: list[str] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)  # headline rows: KEY + one value per model
+    exposure: list[dict[str, Any]] = field(default_factory=list)  # per-language means, trained vs never trained
     model_index: list[dict[str, Any]] = field(default_factory=list)
     mteb_skipped: dict[str, int] = field(default_factory=dict)
     license: str = "unknown"
@@ -376,6 +377,55 @@ def comparison(history: pl.DataFrame, run: str, start: str | None, peers: Sequen
     return out
 
 
+EXPOSURE_TASKS = ("tatoeba", "xsim")
+
+
+def by_exposure(history: pl.DataFrame, run: str, start: str | None, peers: Sequence[str],
+                languages: Sequence[str]) -> list[dict[str, Any]]:
+    """Per-language headline rows of Tatoeba and xSIM averaged over the languages the run trained on (every
+    language of the pair among the training languages, compared as ISO 639-3 like the report) and over those it
+    never saw — where a retrieval fine-tune's gains and losses differ most. One dict per (task, variant, metric,
+    block) with the number of languages, a mean per model and ``delta`` (run − start)."""
+    from pipelines.report.results import headline_metrics, is_aggregate
+    from pipelines.report.training import iso3, subset_languages
+
+    trained = {iso3(x) for x in languages}
+    group = [r for r in dict.fromkeys((run, *([start] if start else []), *peers))]
+    frames = []
+    for name in group:
+        try:
+            frames.append(run_results(history, name).rows)
+        except UnknownRunError:
+            continue
+    if not frames or not trained:
+        return []
+    rows = pl.concat(frames, how="vertical_relaxed").filter(pl.col("task").is_in(EXPOSURE_TASKS))
+    rows = rows.join(headline_metrics(rows), on=["task", "variant", "metric"], how="semi").filter(~is_aggregate())
+    if rows.height == 0:
+        return []
+    blocks = []
+    for langs in rows["languages"].to_list():
+        codes = subset_languages(langs)
+        blocks.append(None if not codes else "trained" if codes <= trained else "never trained")
+    rows = rows.with_columns(pl.Series("block", blocks, dtype=pl.Utf8)).filter(pl.col("block").is_not_null())
+    # only the languages every model has, so each mean averages the same languages
+    present = [g for g in group if g in set(rows["run"])]
+    common = rows.group_by("task", "variant", "metric", "subset").agg(pl.col("run").n_unique().alias("k"))
+    rows = rows.join(common.filter(pl.col("k") == len(present)), on=["task", "variant", "metric", "subset"],
+                     how="semi")
+    agg = rows.group_by("task", "variant", "metric", "block", "run").agg(pl.col("value").mean().alias("mean"),
+                                                                         pl.len().alias("n"))
+    out = []
+    for (task, variant, metric, block), grp in agg.sort("task", "variant", "metric", "block").group_by(
+            "task", "variant", "metric", "block", maintain_order=True):
+        values = {r["run"]: float(r["mean"]) for r in grp.iter_rows(named=True)}
+        a, b = values.get(run), values.get(start) if start else None
+        out.append({"task": task, "variant": variant, "metric": metric, "block": block,
+                    "languages": int(grp["n"].max()), "values": {g: values.get(g) for g in present},
+                    "delta": None if a is None or b is None else a - b})
+    return out
+
+
 def model_index(results: RunResults, model_name: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The Hub ``model-index`` results of the rows mteb computes the same way (``task_results``), values in points
     (as mteb's own cards); the skipped rows counted per reason."""
@@ -473,6 +523,7 @@ def card_facts(artifacts: Path, history: pl.DataFrame | None, run: str, *,
     if results is not None and history is not None:
         facts.start_run, facts.peers = start_and_peers(artifacts, results, start_sha)
         facts.results = comparison(history, run, facts.start_run, facts.peers)
+        facts.exposure = by_exposure(history, run, facts.start_run, facts.peers, facts.languages)
         facts.model_index, facts.mteb_skipped = model_index(results, name)
     return facts
 
@@ -583,6 +634,30 @@ def _results_table(facts: CardFacts) -> list[str]:
     return lines
 
 
+def _exposure_table(facts: CardFacts) -> list[str]:
+    if not facts.exposure:
+        return []
+    models = list(facts.exposure[0]["values"])
+    has_start = facts.start_run in models
+    peers = [m for m in models if m not in (facts.run, facts.start_run)]
+    head = ["task", "variant", "metric", "languages", "n", f"`{facts.run}`"]
+    if has_start:
+        head += [f"`{facts.start_run}` (start)", delta_column(facts.run, facts.start_run)]
+    head += [f"`{p}`" for p in peers]
+    lines = ["### By training exposure", "",
+             f"Means over the per-language results of languages the run trained on ({', '.join(facts.languages)}: "
+             "every language of the pair seen in training) and of languages it never saw:", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in facts.exposure:
+        v = r["values"]
+        cells = [r["task"], r["variant"], r["metric"], r["block"], str(r["languages"]), fmt(v.get(facts.run))]
+        if has_start:
+            cells += [fmt(v.get(facts.start_run)), fmt_delta(r["delta"])]
+        cells += [fmt(v.get(p)) for p in peers]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def usage(facts: CardFacts, folder_name: str) -> str:
     prompt = facts.prompt
     texts = '["A man is playing a guitar.", "Ein Mann spielt Gitarre.", "Un homme joue de la guitare."]'
@@ -653,6 +728,7 @@ def render_card(facts: CardFacts, folder_name: str) -> str:
             "Spearman, MewsC-16 clustering, xSIM error rate)."]
            if facts.results else []), "",
         *_results_table(facts), "",
+        *_exposure_table(facts),
         (f"The `model-index` above holds the {len(facts.model_index)} result(s) computed as mteb computes them "
          "(same protocol, same rows); the others are polysent's protocols and are not comparable with the MTEB "
          "leaderboard. The mteb result files are under `mteb/`.") if facts.model_index else
