@@ -284,14 +284,16 @@ def training_languages(objectives: Sequence[ObjectiveInfo], corpora_: Sequence[C
 
 
 def curve_summary(folder: Path, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per objective (and ``total``): mean loss over the first and the last ``CURVE_WINDOW`` steps, the lowest loss
-    and its step, and the first step at which the loss is within 10 % of its last-window mean."""
+    """Per objective (and ``total`` when there are several): mean loss over the first and the last
+    ``CURVE_WINDOW`` steps, the lowest loss and its step, and the first step at which the loss is within 10 % of its
+    last-window mean."""
     tables = manifest.get("tables") or {}
     parts = []
     if tables.get("train_objective_losses"):
         obj = pl.read_parquet(folder / tables["train_objective_losses"]).select("objective", "step", "loss")
         parts.append(obj)
-    if tables.get("train_steps"):
+    n_objectives = parts[0]["objective"].n_unique() if parts else 0
+    if tables.get("train_steps") and n_objectives != 1:  # one objective: its own row is the total
         tot = pl.read_parquet(folder / tables["train_steps"]).select(pl.lit("total").alias("objective"), "step",
                                                                       "loss")
         parts.append(tot)
