@@ -102,12 +102,24 @@ GROUPS = {  # name → SQL over eval_results of one run (one value)
 
 
 def figures(root: Path, run_name: str) -> dict[str, float | None]:
-    from warehouse.catalog import connect
+    """The GROUPS of one run, over its newest evaluation (``eval_results_all``: the current ``eval_results`` view
+    holds only the last config run on this data root, and the runs here come from several)."""
+    import duckdb
+
+    from pipelines.export.model_export import eval_history
+    from pipelines.export.mteb_results import UnknownRunError, run_results
     from warehouse.layout import DataRoot
 
-    con = connect(DataRoot.at(root))
+    history = eval_history(DataRoot.at(root))
     try:
-        con.execute(f"create temp view r as select * from eval_results where run = '{run_name}'")
+        rows = run_results(history, run_name).rows if history is not None else None
+    except UnknownRunError:
+        rows = None
+    if rows is None:
+        return dict.fromkeys(GROUPS)
+    con = duckdb.connect()
+    try:
+        con.register("r", rows.to_arrow())
         trained = ", ".join(f"'{x}'" for x in TRAINED)
         return {g: con.execute(q.format(trained=trained)).fetchone()[0] for g, q in GROUPS.items()}
     finally:
@@ -123,19 +135,18 @@ def _mean_std(values: list[float]) -> str:
 
 
 def summary(args: argparse.Namespace) -> int:
-    from warehouse.catalog import connect
+    from pipelines.export.model_export import eval_history
     from warehouse.layout import DataRoot
 
     cfg = _absolute(yaml.safe_load(BEST.read_text(encoding="utf-8")), BEST.parent)
     root = Path(cfg["data_root"])
-    con = connect(DataRoot.at(root))
-    try:
-        runs = [r[0] for r in con.execute("select distinct run from eval_results order by 1").fetchall()]
-    finally:
-        con.close()
+    history = eval_history(DataRoot.at(root))
+    runs = sorted(set(history["run"].drop_nulls())) if history is not None else []
     conditions = {"start (multilingual-e5-small)": [START],
                   "me5-mpcl": [r for r in runs if r.startswith("me5_mpcl_s")],
-                  "me5-best": [r for r in runs if r == "me5_best" or r.startswith("me5_best_s")]}
+                  "me5-best": [r for r in runs if r == "me5_best" or r.startswith("me5_best_s")],
+                  **({"me5-best without NLI": [r for r in runs if r == "me5_best_no_nli"]}
+                     if "me5_best_no_nli" in runs else {})}
     per_run = {r: figures(root, r) for rs in conditions.values() for r in rs}
     header = ["", *[f"{c} ({len(rs)} seed{'s' if len(rs) != 1 else ''})" for c, rs in conditions.items()]]
     print("| " + " | ".join(header) + " |")
