@@ -293,7 +293,7 @@ def test_model_index_holds_only_results_mteb_computes_the_same_way() -> None:
         "variant": ["mteb", "mteb", "laser", "oracle"], "subset": ["deu", "fry", "deu", "zh-en/sample"],
         "languages": ["deu-eng", "fry-eng", "deu-eng", "zh-en"], "metric": ["f1", "f1", "accuracy_mean", "f1"],
         "value": [95.123456, 60.0, 97.0, 88.0], "n": [1000, 100, 1000, 257]})
-    entries, skipped = model_index(RunResults(run="r", rows=rows), "polysent/r")
+    entries, skipped = model_index(RunResults(run="r", rows=rows))
     assert len(entries) == 1  # fry has 173 pairs in mteb (100 here); laser/oracle variants are polysent's own
     e = entries[0]
     assert e["task"] == {"type": "BitextMining"}

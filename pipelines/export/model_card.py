@@ -202,10 +202,6 @@ def _model_files(inputs: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return folder, sha
 
 
-def _table_path(folder: Path, rel: str) -> Path:
-    return folder / rel
-
-
 def rows_per_language(path: Path) -> dict[str, int]:
     """Rows of a corpus table (Parquet file or hive folder) per language: per ``pivot_lang-lang`` pair for a pair
     table with a pivot column (``bitext_pairs``), else per value of ``lang`` (or the first ``*_lang`` column);
@@ -243,10 +239,10 @@ def _corpus_inputs(manifest: Mapping[str, Any], hub_id: str | None) -> list[Inpu
 
 
 def _hub_id(config: Mapping[str, Any]) -> str | None:
+    """The hub dataset id a corpus artifact's source names (XNLI readers record ``hub_id`` under ``source`` or
+    ``xnli``), whether it was loaded from the hub or read from local files."""
     for key in ("source", "xnli"):
         src = config.get(key)
-        if isinstance(src, Mapping) and src.get("hub_id") and not src.get("dir") and not src.get("path"):
-            return str(src["hub_id"])
         if isinstance(src, Mapping) and src.get("hub_id"):
             return str(src["hub_id"])
     return None
@@ -264,7 +260,7 @@ def corpora(artifacts: Path, train_manifest: Mapping[str, Any], objectives: Sequ
         m = _manifest(folder)
         tables = {k: v for k, v in (m.get("tables") or {}).items()}
         read = [t for t in tables if t in wanted] or [t for t in tables if t not in AUXILIARY_TABLES][:1]
-        rows = {t: rows_per_language(_table_path(folder, tables[t])) for t in read}
+        rows = {t: rows_per_language(folder / tables[t]) for t in read}
         config = m.get("config") if isinstance(m.get("config"), dict) else {}
         out.append(Corpus(str(ref["stage"]), str(m.get("key") or ref["key"]), str(m.get("content_hash") or ""),
                           rows, _leakage(folder, tables), _corpus_inputs(m, _hub_id(config))))
@@ -428,13 +424,13 @@ def by_exposure(history: pl.DataFrame, run: str, start: str | None, peers: Seque
     return out
 
 
-def model_index(results: RunResults, model_name: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def model_index(results: RunResults) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The Hub ``model-index`` results of the rows mteb computes the same way (``task_results``), values in points
     (as mteb's own cards); the skipped rows counted per reason."""
     files, skipped = task_results(results)
     entries = []
     for task, data in files.items():
-        ttype = data.get("task_name") and _task_type(task)
+        ttype = _task_type(task)
         for split, scores in sorted(data["scores"].items()):
             for s in scores:
                 metrics = [{"type": k, "value": round(float(v) * 100.0, 2) if not k.endswith("_threshold")
@@ -526,7 +522,7 @@ def card_facts(artifacts: Path, history: pl.DataFrame | None, run: str, *,
         facts.start_run, facts.peers = start_and_peers(artifacts, results, start_sha)
         facts.results = comparison(history, run, facts.start_run, facts.peers)
         facts.exposure = by_exposure(history, run, facts.start_run, facts.peers, facts.languages)
-        facts.model_index, facts.mteb_skipped = model_index(results, name)
+        facts.model_index, facts.mteb_skipped = model_index(results)
     return facts
 
 
