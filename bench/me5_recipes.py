@@ -10,6 +10,7 @@ node already built is a cache hit), adds training runs:
   evaluation sets.
 
     python -m bench.me5_recipes run --best-seeds 13 14 15 --mpcl-seeds 13     # trains and scores what is missing
+    python -m bench.me5_recipes run --best-seeds 13 --mpcl-seeds --without simcse   # + the ablation without NLI
     python -m bench.me5_recipes summary                                        # the broad table, mean ± std
 
 ``summary`` prints the table the README shows and appends its rows to ``bench_results`` (benchmark
@@ -49,8 +50,10 @@ def _absolute(obj: Any, base: Path) -> Any:
     return obj
 
 
-def config(best_seeds: list[int], mpcl_seeds: list[int]) -> dict[str, Any]:
-    """``me5-best.yaml`` with the extra runs (paths made absolute so the file can live anywhere)."""
+def config(best_seeds: list[int], mpcl_seeds: list[int], without: list[str] = ()) -> dict[str, Any]:
+    """``me5-best.yaml`` with the extra runs (paths made absolute so the file can live anywhere); ``without``:
+    objective kinds to drop in an ablation run ``me5_best_no_<kind>`` (seed 13), e.g. ``simcse`` → the run
+    ``me5_best_no_nli`` of the README."""
     cfg = _absolute(yaml.safe_load(BEST.read_text(encoding="utf-8")), BEST.parent)
     mpcl = yaml.safe_load(MPCL.read_text(encoding="utf-8"))["training"]["me5_mpcl"]
     best = cfg["training"]["me5_best"]
@@ -59,13 +62,16 @@ def config(best_seeds: list[int], mpcl_seeds: list[int]) -> dict[str, Any]:
         runs["me5_best" if seed == best["seed"] else f"me5_best_s{seed}"] = {**copy.deepcopy(best), "seed": seed}
     for seed in mpcl_seeds:
         runs[f"me5_mpcl_s{seed}"] = {**copy.deepcopy(mpcl), "seed": seed}
+    for kind in without:
+        name = "me5_best_no_nli" if kind == "simcse" else f"me5_best_no_{kind}"
+        runs[name] = {**copy.deepcopy(best), "objectives": [o for o in best["objectives"] if o["kind"] != kind]}
     cfg["name"] = "me5-recipes"
     cfg["training"] = runs
     return cfg
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config(args.best_seeds, args.mpcl_seeds)
+    cfg = config(args.best_seeds, args.mpcl_seeds, args.without)
     path = REPO / "data" / "bench" / "me5-recipes.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
@@ -145,8 +151,8 @@ def summary(args: argparse.Namespace) -> int:
     conditions = {"start (multilingual-e5-small)": [START],
                   "me5-mpcl": [r for r in runs if r.startswith("me5_mpcl_s")],
                   "me5-best": [r for r in runs if r == "me5_best" or r.startswith("me5_best_s")],
-                  **({"me5-best without NLI": [r for r in runs if r == "me5_best_no_nli"]}
-                     if "me5_best_no_nli" in runs else {})}
+                  **{f"me5-best without {r[len('me5_best_no_'):]}": [r] for r in runs
+                     if r.startswith("me5_best_no_")}}
     per_run = {r: figures(root, r) for rs in conditions.values() for r in rs}
     header = ["", *[f"{c} ({len(rs)} seed{'s' if len(rs) != 1 else ''})" for c, rs in conditions.items()]]
     print("| " + " | ".join(header) + " |")
@@ -173,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="train and score the runs that are missing")
     r.add_argument("--best-seeds", type=int, nargs="*", default=[13, 14, 15])
     r.add_argument("--mpcl-seeds", type=int, nargs="*", default=[13])
+    r.add_argument("--without", nargs="*", default=[], metavar="KIND",
+                   help="ablation runs of me5_best without one objective each (simcse → me5_best_no_nli)")
     r.add_argument("--executor", choices=("local", "prefect"), default="local")
     r.set_defaults(fn=run)
     s = sub.add_parser("summary", help="the broad table (mean ± std over seeds)")
