@@ -86,3 +86,24 @@ def publish_dir(tmp_dir: Path, final: Path, trash: Path) -> None:
         shutil.rmtree(doomed, ignore_errors=True)
     os.rename(tmp_dir, final)
     fsync_dir(final.parent)
+
+
+@contextmanager
+def atomic_dir(final: Path) -> Iterator[Path]:
+    """Yield a fresh temporary folder beside ``final``; on success publish it as ``final`` (``publish_dir``,
+    readable by all: ``0o755``), replacing a folder already there. On an exception the temporary folder is removed
+    and ``final`` is left untouched. The trash folder ``.<name>.trash`` beside it is removed once empty."""
+    final = Path(final).absolute()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-{os.getpid()}-", dir=final.parent))
+    trash = final.parent / f".{final.name}.trash"
+    try:
+        yield tmp
+        tmp.chmod(0o755)
+        publish_dir(tmp, final, trash)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if trash.is_dir() and not any(trash.iterdir()):
+            trash.rmdir()

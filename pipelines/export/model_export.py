@@ -16,15 +16,11 @@ Everything is written into a temporary folder beside ``DIR`` and renamed into pl
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import polars as pl
 
 from pipelines.export.model_card import (
     CARD_FILE,
@@ -37,6 +33,7 @@ from pipelines.export.model_card import (
 )
 from pipelines.export.mteb_results import (
     default_revision,
+    eval_history,
     run_results,
     task_results,
     write_mteb_files,
@@ -55,20 +52,6 @@ class ModelExport:
     mteb_files: list[str]
 
 
-def eval_history(root: Any) -> pl.DataFrame | None:
-    """``eval_results_all`` of the data root with each row's file as ``source``; None when nothing was evaluated."""
-    from warehouse.catalog import connect
-
-    con = connect(root)
-    try:
-        views = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        if "eval_results_all" not in views:
-            return None
-        return con.sql("SELECT * EXCLUDE (filename), filename AS source FROM eval_results_all").pl()
-    finally:
-        con.close()
-
-
 def export_model(root: Any, run: str, out: Path, *,
                  describe_objectives: Callable[[Sequence[Mapping[str, Any]]], list[ObjectiveInfo]],
                  force: bool = False, model_name: str | None = None) -> ModelExport:
@@ -76,7 +59,7 @@ def export_model(root: Any, run: str, out: Path, *,
 
     Raises FileExistsError for a non-empty ``out`` without ``force``, ``model_card.CardError`` for an unknown run or
     a damaged artifact, ValueError for a model name that is not ``organisation/model``."""
-    from warehouse.atomic import publish_dir
+    from warehouse.atomic import atomic_dir
 
     out = Path(out).absolute()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
@@ -89,11 +72,8 @@ def export_model(root: Any, run: str, out: Path, *,
     model = root.artifacts / "train" / facts.train_key[:20] / "model"
     if not (model / "modules.json").is_file():
         raise FileNotFoundError(f"{model}: no sentence-transformers folder (modules.json) in the train artifact")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
-    trash = out.parent / f".{out.name}.trash"
     mteb_files: list[str] = []
-    try:
+    with atomic_dir(out) as tmp:
         shutil.copytree(model, tmp, dirs_exist_ok=True)
         if facts.results and history is not None:
             results = run_results(history, run)
@@ -105,14 +85,6 @@ def export_model(root: Any, run: str, out: Path, *,
                 mteb_files = [f"{MTEB_DIR}/{w}" for w in written]
         (tmp / CARD_FILE).write_text(render_card(facts, out.name), encoding="utf-8")
         (tmp / FACTS_FILE).write_text(facts.to_json(), encoding="utf-8")
-        tmp.chmod(0o755)
-        publish_dir(tmp, out, trash)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        if trash.is_dir() and not any(trash.iterdir()):
-            trash.rmdir()
     log.info("export-model %s: train artifact %s → %s (card, %d mteb file(s))", run, facts.train_key[:20], out,
              len(mteb_files))
     return ModelExport(out, facts, mteb_files)

@@ -38,10 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -365,7 +362,7 @@ def export_mteb(results: RunResults, out: Path, *, model_name: str | None = None
     FileExistsError for a non-empty ``out`` without ``force``, ValueError when nothing of the run can be exported (the
     message lists the reasons).
     """
-    from warehouse.atomic import publish_dir
+    from warehouse.atomic import atomic_dir
 
     out = Path(out).absolute()
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
@@ -382,19 +379,8 @@ def export_mteb(results: RunResults, out: Path, *, model_name: str | None = None
     if not files:
         raise ValueError(f"run {results.run!r}: nothing to export in mteb's format; every result was skipped: "
                          + "; ".join(f"{reason} ({len(w)})" for reason, w in sorted(skipped.items())))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-{os.getpid()}-", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         rel_dir, written, record = write_mteb_files(results, tmp, files, skipped, name, rev, models)
-        tmp.chmod(0o755)
-        publish_dir(tmp, out, out.parent / f".{out.name}.trash")
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        trash = out.parent / f".{out.name}.trash"
-        if trash.is_dir() and not any(trash.iterdir()):
-            trash.rmdir()
     return Export(out / rel_dir, written, record["tasks"], skipped)
 
 
@@ -484,16 +470,24 @@ def _input_config(inputs: Mapping[str, Any], name: str, artifact: Path) -> dict[
     return config if isinstance(config, dict) else {}
 
 
-def read_run(root: Any, run: str) -> RunResults:
-    """``run_results`` over the warehouse at ``root`` (a ``warehouse.layout.DataRoot``)."""
+def eval_history(root: Any) -> pl.DataFrame | None:
+    """``eval_results_all`` of the data root ``root`` (a ``warehouse.layout.DataRoot``) with each row's file as
+    ``source``; None when nothing was evaluated there."""
     from warehouse.catalog import connect
 
     con = connect(root)
     try:
         views = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         if "eval_results_all" not in views:
-            raise UnknownRunError(run, [])
-        history = con.sql("SELECT * EXCLUDE (filename), filename AS source FROM eval_results_all").pl()
+            return None
+        return con.sql("SELECT * EXCLUDE (filename), filename AS source FROM eval_results_all").pl()
     finally:
         con.close()
+
+
+def read_run(root: Any, run: str) -> RunResults:
+    """``run_results`` over the warehouse at ``root`` (a ``warehouse.layout.DataRoot``)."""
+    history = eval_history(root)
+    if history is None:
+        raise UnknownRunError(run, [])
     return run_results(history, run)
