@@ -59,7 +59,7 @@ CONFIG = REPO / "configs" / "examples" / "shared-data-ease.yaml"
 
 FALLBACK_VECTORS = EntityVectorSettings(mode="train", language="en", dim=768, pool_size=1)
 """Used when the config's ``corpora.entity_vectors`` is mode ``none``: EASE's dimension, wikipedia2vec training
-defaults of the project (3 iterations, window 5, 5 negatives, min counts 5, link graph and mention DB on,
+defaults of the project (5 iterations, window 5, 5 negatives, min counts 5, link graph and mention DB on,
 ``word_neg_power`` 0.75), one worker (bit-reproducible, and it leaves a core to other jobs)."""
 
 log = logging.getLogger("polysent.bench.replication_wiki")

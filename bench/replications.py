@@ -33,6 +33,10 @@ polars / duckdb / prefect):
   Tatoeba, BUCC, STS17.
 - ``vmsst``: VMSST vs BITRANSLATION vs CONTRASTIVE vs VMSST-CONTRASTIVE (pretrained start, λ 0.025); Tatoeba, BUCC,
   STS17.
+- ``ease``: EASE+SimCSE vs SimCSE alone (32 pairs a step); and both at 256 pairs per update as the paper's one
+  contrast set of 256 through GradCache (``ease+simcse[256]``, ``simcse[256]``) vs the code's 32 accumulated
+  micro-batches of 8 (``ease+simcse[8x32]``, ``simcse[8x32]``), ``EASE_CONTRAST_STEPS`` steps (256 pairs a step at
+  every scale; ``--scale`` multiplies only their steps: the corpus has ~2,500 pairs); Tatoeba, STS17, MewsC-16.
 
 Scale: ``--scale 1`` is the 2-CPU-core setting (each part ≤ 60 min: 60 steps, see ``PARTS``); ``--scale 10`` runs 10×
 the steps and the batch (the GPU setting). ``--budget`` stops starting new runs when the part's wall time would pass
@@ -285,6 +289,8 @@ class Condition:
     name: str
     objectives: tuple[Any, ...]
     seeds: int = 3  # how many of the given seeds this condition runs (a claim about a difference needs ≥ 3)
+    train: tuple[tuple[str, Any], ...] = ()  # TrainSettings fields of this condition (grad_cache, grad_accumulation)
+    steps: int | None = None  # steps at ×1 when not the part's (``--steps`` overrides both)
 
 
 @dataclass(frozen=True)
@@ -374,13 +380,24 @@ def _vmsst_conditions(a: argparse.Namespace) -> list[Condition]:
         Condition("contrastive", (_contrastive_pairs(b),))]
 
 
+EASE_CONTRAST_STEPS = 2  # ×1 steps of the contrast-set conditions: 256 pairs a step, ~5 min a run on 2 CPU cores
+
+
 def _ease_conditions(a: argparse.Namespace) -> list[Condition]:
     from models.objectives.ease import EaseObjective
 
     b = 32 * a.scale
     ease = EaseObjective(batch_size=b)  # entity CL (λ 0.01, τ_e 10, hard negatives) + the SimCSE dropout term
-    # SimCSE alone on the same sentences and batches: the entity term's weight set to 0
-    return [Condition("ease+simcse", (ease,)), Condition("simcse", (replace(ease, entity_weight=0.0),))]
+    simcse = replace(ease, entity_weight=0.0)  # SimCSE alone on the same sentences and batches
+    out = [Condition("ease+simcse", (ease,)), Condition("simcse", (simcse,))]
+    # the contrast set: 256 pairs per update (at every scale; --scale multiplies the steps) either as one contrast set
+    # (the paper's N, through GradCache) or as 32 accumulated micro-batches of 8 (the code's contrast set), on the same
+    # data, steps and pairs per update
+    for tag, size, train in (("256", 256, (("grad_cache", 64),)), ("8x32", 8, (("grad_accumulation", 32),))):
+        for name, o in (("ease+simcse", ease), ("simcse", simcse)):
+            out.append(Condition(f"{name}[{tag}]", (replace(o, batch_size=size),), seeds=a.secondary_seeds,
+                                 train=train, steps=EASE_CONTRAST_STEPS))
+    return out
 
 
 def _contrastive_pairs(b: int) -> Any:
@@ -473,14 +490,15 @@ def _train(condition: Condition, start: str, tables: dict[str, Path], out: Path,
     enc = EncoderSettings(pretrained=start, max_length=64, **encoder)
     settings = TrainSettings(objectives=condition.objectives, encoder=enc, steps=steps, lr=lr,
                              warmup_steps=max(1, round(0.1 * steps)), weight_decay=0.01, seed=seed,
-                             device=device, precision=precision, dev=None)  # type: ignore[arg-type]
+                             device=device, precision=precision, dev=None,  # type: ignore[arg-type]
+                             **dict(condition.train))
     t0 = time.perf_counter()
     res = train(settings, tables, out, run_name=f"{condition.name}-{seed}", progress=False,
                 keep_checkpoints_after=False)
     steps_t = pq.read_table(out / res.tables["train_steps"]).to_pylist()
     return {"train_seconds": time.perf_counter() - t0, "final_loss": res.stats["final_loss"],
             "device": res.stats["device"], "precision": res.stats["precision"],
-            "first_loss": steps_t[0].get("loss") if steps_t else None}
+            "first_loss": steps_t[0].get("loss") if steps_t else None, **dict(condition.train)}
 
 
 def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
@@ -540,10 +558,11 @@ def run_part(name: str, a: argparse.Namespace) -> list[dict[str, Any]]:
                 continue
             t0 = time.perf_counter()
             out = runs / run_tag(c.name, seed)
-            tr = _train(c, start, tables, out, steps=steps, lr=part.lr, seed=seed, device=a.device,
+            c_steps = (a.steps or c.steps or part.steps) * a.scale
+            tr = _train(c, start, tables, out, steps=c_steps, lr=part.lr, seed=seed, device=a.device,
                         encoder=dict(part.encoder), precision=a.precision)
             ev = _evaluate(str(out / "model"), settings, tables, out / "eval", f"{c.name}-{seed}")
-            emit({"condition": c.name, "seed": seed, **tr, **ev})
+            emit({"condition": c.name, "seed": seed, "steps": c_steps, **tr, **ev})
             per_run = time.perf_counter() - t0
             shutil.rmtree(out / "model", ignore_errors=True)
     wall = time.perf_counter() - t_part

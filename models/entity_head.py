@@ -1,5 +1,6 @@
 """EASE's entity head: a trainable entity table (initialised from Wikipedia2Vec) and the map W into the sentence
-space — ``tanh(W · E[id] + b)`` as the code's ``EntityMLPLayer`` (``nonlinear=False``: the paper's linear W).
+space — ``W · E[id] + b``, the paper's learnable linear W (default), or ``tanh(W · E[id] + b)`` as the code's
+``EntityMLPLayer`` (``nonlinear=True``).
 
 Part of the EASE objective (``models/objectives/ease.py``, which builds it in its component); a module of its own
 because it derives from ``torch.nn.Module`` at definition time, and the objective modules must import without
@@ -16,16 +17,17 @@ __all__ = ["EntityHead"]
 
 
 class EntityHead(nn.Module):
-    """Entity table + transformation: id → tanh(W · E[id] + b) (the code's ``EntityMLPLayer``; row 0 is [PAD]).
+    """Entity table + transformation: id → W · E[id] + b (the paper), or tanh(W · E[id] + b) with ``nonlinear`` (the
+    code's ``EntityMLPLayer``); row 0 is [PAD].
 
     Args:
         num_entities: number of real entities; ids 1..num_entities, id 0 is [PAD] (a zero row, no gradient).
         entity_dim: width of the entity table (768 for Wikipedia2Vec ``enwiki.fp16.768.vec``).
         hidden_size: width of the sentence embeddings the output is compared with.
-        nonlinear: tanh after the linear map (the code); False gives the paper's linear W.
+        nonlinear: tanh after the linear map (the code's reading); False (default) is the paper's linear W.
     """
 
-    def __init__(self, num_entities: int, entity_dim: int, hidden_size: int, nonlinear: bool = True) -> None:
+    def __init__(self, num_entities: int, entity_dim: int, hidden_size: int, nonlinear: bool = False) -> None:
         super().__init__()
         for value, name in ((num_entities, "num_entities"), (entity_dim, "entity_dim"), (hidden_size, "hidden_size")):
             if not isinstance(value, int) or value < 1:
@@ -46,14 +48,14 @@ class EntityHead(nn.Module):
         return torch.tanh(out) if self.nonlinear else out
 
     @classmethod
-    def from_vectors(cls, vectors: np.ndarray, hidden_size: int, nonlinear: bool = True, seed: int = 0) -> EntityHead:
+    def from_vectors(cls, vectors: np.ndarray, hidden_size: int, nonlinear: bool = False, seed: int = 0) -> EntityHead:
         """A head whose entity table starts from pre-trained vectors (Wikipedia2Vec), as EASE's ``main.py`` does.
 
         Args:
             vectors: n×entity_dim array; row k is entity id k+1; an all-NaN row marks an entity missing from
                 Wikipedia2Vec, drawn from U(−0.05, 0.05) with ``torch.Generator().manual_seed(seed)``.
             hidden_size: output width.
-            nonlinear: tanh after the linear map.
+            nonlinear: tanh after the linear map (the code); False (default) is the paper's linear W.
             seed: seed of the missing rows' draw (the linear layer keeps PyTorch's default initialisation).
 
         Returns:

@@ -128,9 +128,11 @@ def ref_soft_targets(ta, tb, tau, mode, w_func, transpose=False) -> np.ndarray:
     return ref_soft_normalise(st, tau, w_func)
 
 
-def ref_soft_loss(sa, sb, w, wc, tau, tms=False, cross_weight=0.1, mono_terms="paper") -> float:
+def ref_soft_loss(sa, sb, w, wc, tau, tms=False, cross_weight=0.1, mono_terms="paper",
+                  mono_target="transposed") -> float:
     """L_cross = L_rows(S, W) + L_rows(Sᵀ, C) with the column target C = ``wc``; L_mono one term per language
-    ("paper") or both directions ("code")."""
+    ("paper": target Wᵀ, Eq. 7 literally, or W with ``mono_target="recomputed"``, S_T symmetric) or both directions
+    ("code")."""
     b = len(sa)
 
     def sim(x, y):
@@ -153,7 +155,10 @@ def ref_soft_loss(sa, sb, w, wc, tau, tms=False, cross_weight=0.1, mono_terms="p
         return cross
     mono = 0.0
     for m in (sim(sa, sa), sim(sb, sb)):
-        mono += rows(m, w) + (rows(transposed(m), wc) if mono_terms == "code" else 0.0)
+        if mono_terms == "code":
+            mono += rows(m, w) + rows(transposed(m), wc)
+        else:
+            mono += rows(m, transposed(w) if mono_target == "transposed" else w)
     return cross_weight * cross + mono
 
 
@@ -516,9 +521,10 @@ def test_soft_label_hand_computed() -> None:
 @pytest.mark.parametrize("w_func", ["softmax", "raw"])
 @pytest.mark.parametrize(("tms", "cross_weight"), [(False, 0.1), (True, 0.1), (True, 1.0)])
 @pytest.mark.parametrize("column_target", ["recomputed", "transposed"])
-@pytest.mark.parametrize("mono_terms", ["paper", "code"])
+@pytest.mark.parametrize(("mono_terms", "mono_target"), [("paper", "transposed"), ("paper", "recomputed"),
+                                                         ("code", "transposed")])
 def test_soft_label_matches_naive_loop(mode: str, w_func: str, tms: bool, cross_weight: float, column_target: str,
-                                       mono_terms: str) -> None:
+                                       mono_terms: str, mono_target: str) -> None:
     rng = np.random.default_rng(11)
     b = 5
     ta, tb = rng.normal(size=(b, 7)), rng.normal(size=(b, 7))  # teacher dim 7, student dim 4
@@ -529,8 +535,8 @@ def test_soft_label_matches_naive_loop(mode: str, w_func: str, tms: bool, cross_
     w = soft_label_targets(t64(ta), t64(tb), 0.1, mode=mode, w_func=w_func)
     np.testing.assert_allclose(w.numpy(), w_ref, rtol=1e-10, atol=1e-14)
     got = soft_label_loss(t64(sa), t64(sb), w, 0.1, tms=tms, cross_weight=cross_weight, column_target=column_target,
-                          mono_terms=mono_terms)
-    want = ref_soft_loss(sa, sb, w_ref, wc_ref, 0.1, tms, cross_weight, mono_terms)
+                          mono_terms=mono_terms, mono_target=mono_target)
+    want = ref_soft_loss(sa, sb, w_ref, wc_ref, 0.1, tms, cross_weight, mono_terms, mono_target)
     assert got.item() == pytest.approx(want, rel=1e-10)
 
 
@@ -598,15 +604,16 @@ def test_soft_label_column_readings_give_different_losses_and_gradients() -> Non
 
 
 def test_soft_label_mono_terms_code_is_twice_paper_where_symmetric() -> None:
-    """L_mono ("code") = 2 · L_mono ("paper") exactly when the column target equals W: always with "recomputed" (S_aa,
-    S_bb are symmetric), and with "transposed" only for a symmetric W (raw targets); never for a softmax W with
-    "transposed". cross_weight = 0 isolates L_mono."""
+    """L_mono ("code") = 2 · L_mono ("paper" with the W target, ``mono_target="recomputed"``) exactly when the column
+    target equals W: always with "recomputed" (S_aa, S_bb are symmetric), and with "transposed" only for a symmetric
+    W (raw targets); never for a softmax W with "transposed". cross_weight = 0 isolates L_mono. (The literal Eq. 7
+    target Wᵀ, the default: tests/test_soft_label_fidelity.py.)"""
     rng = np.random.default_rng(23)
     ta, sa, sb = t64(_related_teacher(rng, 6, 7)), t64(rng.normal(size=(6, 4))), t64(rng.normal(size=(6, 4)))
 
     def mono(w: torch.Tensor, column_target: str, mono_terms: str) -> float:
         return soft_label_loss(sa, sb, w, 0.1, tms=True, cross_weight=0.0, column_target=column_target,
-                               mono_terms=mono_terms).item()
+                               mono_terms=mono_terms, mono_target="recomputed").item()
 
     soft, raw = soft_label_targets(ta, temperature=0.1), soft_label_targets(ta, w_func="raw")
     for w, reading in ((soft, "recomputed"), (raw, "recomputed"), (raw, "transposed")):
@@ -617,7 +624,8 @@ def test_soft_label_mono_terms_code_is_twice_paper_where_symmetric() -> None:
     assert abs(mono(soft, "transposed", "code") - 2 * paper) > 1e-6 * abs(paper)
     # λ weighs L_cross only: L(λ) − L(0) = λ · L_cross under either reading of L_mono
     for terms in ("paper", "code"):
-        full = soft_label_loss(sa, sb, soft, 0.1, tms=True, cross_weight=0.1, mono_terms=terms).item()
+        full = soft_label_loss(sa, sb, soft, 0.1, tms=True, cross_weight=0.1, mono_terms=terms,
+                               mono_target="recomputed").item()
         assert full - mono(soft, "recomputed", terms) == pytest.approx(
             0.1 * soft_label_loss(sa, sb, soft, 0.1).item(), rel=1e-10)
 
@@ -731,7 +739,7 @@ def test_ease_loss_matches_naive_loop(negatives: bool, grouped: bool) -> None:
     neg = n if negatives else None
     want = (ref_info_nce(z1, z2, 0.05, False, groups=groups)
             + 0.01 * ref_info_nce(z1, e, 10.0, False, neg, 1.0, egroups))
-    got = ease_loss(t64(z1), t64(z2), t64(e), None if neg is None else t64(neg),
+    got = ease_loss(t64(z1), t64(z2), t64(e), None if neg is None else t64(neg), hard_negative_weight=1.0,
                     groups=None if groups is None else torch.tensor(groups),
                     entity_groups=None if egroups is None else torch.tensor(egroups))
     assert got.item() == pytest.approx(want, rel=1e-10)
@@ -756,19 +764,20 @@ def test_ease_without_entity_weight_is_simcse() -> None:
 def test_ease_validates_arguments() -> None:
     z = torch.randn(3, 4)
     with pytest.raises(ValueError, match="negatives"):
-        ease_entity_loss(z, z, torch.randn(2, 4))  # w = 1 needs one negative per sentence
+        ease_entity_loss(z, z, torch.randn(2, 4), hard_negative_weight=1.0)  # w ≠ 0 needs one negative per sentence
     with pytest.raises(ValueError, match="sentences and entities"):
         ease_entity_loss(z, torch.randn(3, 5))
     with pytest.raises(ValueError, match="entity_groups"):
         ease_entity_loss(z, z, entity_groups=torch.tensor([1, 2]))
     with pytest.raises(ValueError, match="entity_temperature"):
         ease_loss(z, z, z, entity_temperature=-1.0)
-    ease_entity_loss(z, z)  # w without negatives is inert
+    ease_entity_loss(z, z, hard_negative_weight=1.0)  # w without negatives is inert
+    ease_entity_loss(z, z, torch.randn(2, 4))  # the default w = 0 (the paper): any number of hard negatives
 
 
 def test_entity_head_layout_and_tanh_range() -> None:
     torch.manual_seed(2)
-    head = EntityHead(5, 3, 8)
+    head = EntityHead(5, 3, 8, nonlinear=True)
     assert head.embedding.weight.shape == (6, 3)
     assert torch.all(head.embedding.weight[0] == 0)
     ids = torch.tensor([0, 1, 5, 5])
@@ -776,7 +785,7 @@ def test_entity_head_layout_and_tanh_range() -> None:
     assert out.shape == (4, 8)
     assert torch.allclose(out[2], out[3])
     assert torch.allclose(out[0], torch.tanh(head.linear.bias))  # [PAD]: zeros through the linear map
-    linear = EntityHead(5, 3, 8, nonlinear=False)
+    linear = EntityHead(5, 3, 8)  # the default: the paper's linear W
     with torch.no_grad():
         linear.embedding.weight.mul_(100)
     assert linear(ids).abs().max() > 1  # without tanh the range is unbounded
@@ -789,7 +798,7 @@ def test_entity_head_layout_and_tanh_range() -> None:
 def test_entity_head_from_vectors() -> None:
     torch.manual_seed(4)
     vectors = np.array([[10.0, -20.0, 30.0], [np.nan] * 3, [0.5, 0.25, -0.125], [np.nan] * 3], dtype=np.float32)
-    head = EntityHead.from_vectors(vectors, hidden_size=4, seed=7)
+    head = EntityHead.from_vectors(vectors, hidden_size=4, nonlinear=True, seed=7)
     table = head.embedding.weight.detach()
     assert table.shape == (5, 3) and table.dtype == torch.float32
     assert torch.all(table[0] == 0)

@@ -261,8 +261,9 @@ def test_paper_values_ease() -> None:
     assert (ts.encoder.pretrained, ts.encoder.pooling, ts.encoder.max_length) == (
         "bert-base-multilingual-cased", "mean", 32)
     assert (o.batch_size, o.entity_temperature, o.entity_weight, o.hard_negative_weight, o.simcse_temperature) == (
-        8, 10.0, 0.01, 1.0, 0.05)
-    assert (ts.grad_accumulation, ts.lr, ts.warmup_steps, ts.seed) == (32, 5e-5, 500, 42)
+        256, 10.0, 0.01, 0.0, 0.05)  # N = 256 in one contrast set (Table 9); Eq. 2 has no hard-negative weight
+    assert (o.nonlinear, o.duplicate_negatives) == (False, "keep")  # the paper's linear W; Eq. 1–2 mask nothing
+    assert (ts.grad_cache, ts.grad_accumulation, ts.lr, ts.warmup_steps, ts.seed) == (64, 1, 5e-5, 500, 42)
     langs = {"ar", "ca", "cs", "de", "eo", "es", "fa", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "sv", "tr", "en"}
     assert cfg.sources.wikipedia is not None and set(cfg.sources.wikipedia.dumps) == langs
     assert set(cfg.corpora.wikidata.wikis) == {f"{lang}wiki" for lang in langs}
@@ -272,7 +273,7 @@ def test_paper_values_ease() -> None:
     assert cfg.corpora.entities.min_link_count == 10
     assert (cfg.corpora.entity_vectors.mode, cfg.corpora.entity_vectors.language, cfg.corpora.entity_vectors.dim) == (
         "train", "en", 768)
-    assert ts.steps == -(-18 * 50000 // (8 * 32))  # one epoch
+    assert ts.steps == -(-18 * 50000 // (o.batch_size * ts.grad_accumulation))  # one epoch
 
 
 def test_paper_values_vmsst() -> None:

@@ -28,7 +28,7 @@ Defaults: τ = 0.05 (sentence-transformers ``scale`` = 1/τ = 20), symmetric, no
 Relations:
     - ``simcse_loss`` is ``info_nce(symmetric=False)`` with hard negatives (SimCSE / mSimCSE, B × 2B logits).
     - ``ease_entity_loss`` is the same one-way computation with entity embeddings as positives/negatives and
-      τ_e = 10 or 100 (a *divisor*, EASE's code semantics) and w = 1.
+      τ_e = 10 or 100 (a *divisor*, EASE's code semantics) and w = ``hard_negative_weight`` (0: the paper; 1: its code).
     - ``mpcl_loss`` generalises it to K positives per anchor; at K = 1 without min–max scaling, and with the
       "cross-side" candidate mask, it equals ``info_nce(symmetric=True)``.
     - ``soft_label_loss`` with one-hot targets equals 2 · ``info_nce(symmetric=True)`` (IMASCL sums both directions).

@@ -4,7 +4,7 @@ Paper/code: Nishikawa, Ri, Yamada, Tsuruoka, Echizen, "EASE: Entity-Aware Contra
 (NAACL 2022); ``studio-ousia/ease`` ``ease/ease_models.py cl_forward``, ``main.py``, ``conf/config.yaml`` (methods §4).
 Each sentence is encoded twice (two dropout views z1, z2); its hyperlinked Wikipedia entity is the positive and one
 entity of the same Wikidata type (not linked from the sentence's page) its hard negative. With the entity head
-e_j = tanh(W · E[title_j]), n_j = tanh(W · E[hn_j]) (``EntityHead``)::
+e_j = W · E[title_j], n_j = W · E[hn_j] (``EntityHead``; tanh(W · E[·]) with ``nonlinear``) and B = N sentences::
 
     L_s = CE( [cos(z1_i, z2_j) / τ_s]_{i,j}, arange(B) )                                          (SimCSE term)
     logits_i = [ cos(z1_i, e_j) / τ_e ]_{j=1..B}  ‖  [ cos(z1_i, n_j) / τ_e + w_hn · 1[i = j] ]_{j=1..B}
@@ -14,23 +14,33 @@ e_j = tanh(W · E[title_j]), n_j = tanh(W · E[hn_j]) (``EntityHead``)::
 Only z1 is contrasted with entities (z2 appears only in L_s); both terms are one-directional (the code's
 ``use_equal_loss`` and ``use_entity_to_sentence_loss`` are off by default).
 
-Defaults (code, ``conf/config.yaml`` and ``train_*_ease.sh``): τ_s = 0.05, τ_e = 10 (multilingual; 100 monolingual),
-w_hn = 1.0, λ = 0.01.
+Paper vs code (methods §4.2, §4.3, §D.0, §D.1) — the defaults follow the paper's text (Eq. 1–2 over "a minibatch of
+N pairs", Table 9 for EASE-mBERT): N = 256 sentences in one contrast set (``batch_size``; GradCache,
+``TrainSettings.grad_cache``, fits it in any memory), τ_s = 0.05, τ_e = 10 (multilingual; 100 monolingual), λ = 0.01,
+w_hn = 0 (the hard negative only in the denominator), W a learnable linear map, every other in-batch row a negative
+(duplicates kept). The public code's readings (``ease/ease_models.py``, ``conf/config.yaml``, ``train_*_ease.sh``),
+which produced the released models, are settings:
 
-Paper vs code (methods §4.2, §D.0, §D.1) — this module follows the code, which produced the released models:
+    - ``hard_negative_weight: 1.0``: the own hard negative's logit gets +1.0 (its exp-term × e); the paper's Eq. 2 has
+      no such term (default 0.0). The other B−1 sentences' hard negatives are in every denominator in both readings;
+    - ``nonlinear: true``: W is ``EntityMLPLayer`` = Linear + tanh (``EntityHead(nonlinear=True)``); the paper's W is
+      a learnable matrix (default false: Linear, with its bias);
+    - ``batch_size: 8`` with ``grad_accumulation: 16 / 32``: the code's contrast set is 8 sentences (+8 entities +8
+      hard negatives); accumulation does not enlarge it, so the paper's batch 128 / 256 is 7 in-batch negatives there;
+    - ``duplicate_negatives: mask``: neither the paper nor the code does this — polysent's own option (its earlier
+      behaviour). One sentence with k links yields k examples and one entity can be the positive of several rows;
+      ``mask`` drops same-text columns from the SimCSE term's and same-entity columns from the entity term's
+      denominators, ``keep`` (default) leaves them as negatives as both equations do. Either way the component logs
+      how many columns in how many rows it kept or masked over the run (info) and per batch (debug).
+
+Unchanged between the readings:
     - τ_e *divides* the cosine (``Similarity.forward`` returns cos / temp): with 10 / 100 the entity logits live in
-      ±0.1 / ±0.01, a nearly flat softmax; the paper states the same values as "temperature".
-    - the paper's "learnable linear W" is ``EntityMLPLayer`` = Linear + tanh in the code
-      (``EntityHead(nonlinear=True)``; ``nonlinear=False`` gives the paper's linear map);
-    - hard negatives: besides being in the denominator, the own hard negative's logit gets +w_hn = +1.0 (its exp-term
-      × e), and the other B−1 sentences' hard negatives are in every denominator;
-    - the paper's batch size 128/256 is 8 sentences × gradient accumulation 16/32: the contrast set is 8;
+      ±0.1 / ±0.01, a nearly flat softmax; the paper states the same values as "temperature";
     - type hard negatives: one random P31 type per entity, ≤ 10 sampled, minus the entities linked from the sentence's
-      page; one hard negative per sentence drawn once at load time;
+      page; one hard negative per sentence drawn once at load time (the corpus stage, ``hard_negatives``);
     - the entity table is trainable, initialised from Wikipedia2Vec (768-d), missing entities ~ U(−0.05, 0.05), row 0
-      [PAD] = zeros (``EntityHead.from_vectors``); entity embeddings are not all-gathered in the code (single GPU).
-    - ``groups`` / ``entity_groups`` are options not in the code: one sentence with k links yields k examples, and one
-      entity can be the positive of several batch rows, which the code counts as negatives of each other.
+      [PAD] = zeros (``EntityHead.from_vectors``); the code does not all-gather entity embeddings (single GPU), here
+      they are gathered like the sentences.
 
 Relations:
     - ``ease_loss`` with ``entity_weight = 0`` is ``simcse_loss``;
@@ -44,6 +54,7 @@ type-based hard negative) and ``entity_vectors`` (Wikipedia2Vec vectors that ini
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +64,13 @@ from models import corpus_tables as ct
 from models.components import Component, StepBatch, gathered, text_lengths
 from models.lazy_torch import torch
 from models.objective_registry import Objective, objective
-from models.objectives.loss_parts import check_matrix, check_temperature, masked_info_nce
+from models.objectives.loss_parts import (
+    DuplicateNegatives,
+    DuplicateTally,
+    check_matrix,
+    check_temperature,
+    masked_info_nce,
+)
 from models.objectives.simcse import simcse_loss
 from models.sampling import BatchPlan
 from models.settings import AtLeastOne, NonNegative, Positive
@@ -64,25 +81,31 @@ if TYPE_CHECKING:
 
 __all__ = ["EaseComponent", "EaseObjective", "ease_entity_loss", "ease_loss"]
 
+log = logging.getLogger("polysent.models.objectives.ease")
+
 
 @objective(tables=("hard_negatives", "entity_vectors"))
 @dataclass(frozen=True)
 class EaseObjective(Objective):
     """EASE (methods §4): sentence ↔ linked-entity contrast on ``hard_negatives`` rows with Wikipedia2Vec-initialised
-    entities (``entity_vectors``) through W (Linear + tanh as the code, ``nonlinear: false`` for the paper's linear
-    W), plus the SimCSE dropout loss: L = L_simcse + λ·L_entity. ``entity_temperature`` divides (10 multilingual,
-    100 monolingual); the own type-based hard negative gets the additive logit ``hard_negative_weight``."""
+    entities (``entity_vectors``) through W, plus the SimCSE dropout loss: L = L_simcse + λ·L_entity. Defaults are the
+    paper's (module docstring): a contrast set of ``batch_size`` 256, ``hard_negative_weight`` 0 (the hard negative
+    only in the denominator), ``nonlinear: false`` (linear W), ``duplicate_negatives: keep``; the public code's
+    readings are ``batch_size: 8`` (+ ``grad_accumulation``), ``hard_negative_weight: 1.0`` and ``nonlinear: true``
+    (Linear + tanh); ``duplicate_negatives: mask`` (same-text / same-entity columns out of the denominators) is
+    polysent's own. ``entity_temperature`` divides (10 multilingual, 100 monolingual)."""
 
     kind: Literal["ease"] = "ease"
     data: Literal["hard_negatives"] = "hard_negatives"
     weight: NonNegative = 1.0
-    batch_size: AtLeastOne = 8
+    batch_size: AtLeastOne = 256
     simcse_temperature: Positive = 0.05
     entity_temperature: Positive = 10.0
     entity_weight: NonNegative = 0.01
     hard_negatives: bool = True
-    hard_negative_weight: float = 1.0
-    nonlinear: bool = True
+    hard_negative_weight: float = 0.0
+    nonlinear: bool = False
+    duplicate_negatives: DuplicateNegatives = "keep"
     seed: int = 0
 
     def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
@@ -92,7 +115,8 @@ class EaseObjective(Objective):
 
 class EaseComponent(Component):
     """EASE on ``hard_negatives`` rows: two dropout views of each sentence (SimCSE) and the sentence against its
-    entity and the entity's type-based hard negative through the trainable entity head."""
+    entity and the entity's type-based hard negative through the trainable entity head. Same-text and same-entity
+    rows of a batch are counted (``DuplicateTally``) and, with ``duplicate_negatives: mask``, masked."""
 
     objective: EaseObjective
 
@@ -107,6 +131,12 @@ class EaseComponent(Component):
         self.plan = BatchPlan(len(self.data), o.batch_size, settings.seed + stream,
                               lengths=text_lengths(self.data.text) if settings.length_bucketing else None,
                               what=f"objective {name} (hard_negatives)")
+        batches = settings.steps * settings.grad_accumulation
+        self.tallies = (
+            DuplicateTally(log, name, "SimCSE term", "same-text", o.duplicate_negatives, self.text_ids, self.plan,
+                           batches),
+            DuplicateTally(log, name, "entity term", "same-entity", o.duplicate_negatives, self.data.entity,
+                           self.plan, batches))
         head = EntityHead.from_vectors(self.data.vectors, student.dim, nonlinear=o.nonlinear, seed=o.seed)
         self.modules["entities"] = head.to(device)
 
@@ -116,7 +146,10 @@ class EaseComponent(Component):
         ent, neg = self.data.entity[idx], self.data.negative[idx]
         local_ent = self.ids(self.local(list(ent)))
         local_neg = self.ids(self.local(list(neg)))
-        text_ids, ent_ids = self.ids(self.text_ids[idx]), self.ids(ent)
+        for tally in self.tallies:
+            tally.batch(idx, step)
+        mask = o.duplicate_negatives == "mask"
+        text_ids, ent_ids = (self.ids(self.text_ids[idx]), self.ids(ent)) if mask else (None, None)
         head = self.modules["entities"]
 
         def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
@@ -134,7 +167,7 @@ class EaseComponent(Component):
 
 
 def ease_entity_loss(sentences: torch.Tensor, entities: torch.Tensor, negatives: torch.Tensor | None = None,
-                     temperature: float = 10.0, hard_negative_weight: float = 1.0,
+                     temperature: float = 10.0, hard_negative_weight: float = 0.0,
                      entity_groups: torch.Tensor | None = None) -> torch.Tensor:
     """EASE's sentence → entity contrastive term L_e (one-directional, τ_e divides).
 
@@ -143,20 +176,21 @@ def ease_entity_loss(sentences: torch.Tensor, entities: torch.Tensor, negatives:
         entities: B×d transformed positive entities (``EntityHead`` output); row i is sentence i's positive.
         negatives: optional H×d transformed hard-negative entities (EASE: H = B, row i is sentence i's own).
         temperature: τ_e > 0, the divisor of the cosine (10 multilingual, 100 monolingual).
-        hard_negative_weight: w_hn added to logit (i, B+i) (default 1.0; needs H = B when ≠ 0, inert without
-            ``negatives``).
+        hard_negative_weight: w_hn added to logit (i, B+i) (default 0.0, the paper's Eq. 2; the code's 1.0 multiplies
+            the own hard negative's exp-term by e; needs H = B when ≠ 0, inert without ``negatives``).
         entity_groups: optional (B,) integer entity ids; column j ≠ i of the positive block is dropped from row i's
-            denominator when entity_groups[j] == entity_groups[i] (a duplicated entity is not a negative).
+            denominator when entity_groups[j] == entity_groups[i] (``duplicate_negatives: mask``; default None: a
+            duplicated entity stays a negative, as in the paper and the code).
 
     Returns:
         The scalar loss (mean over the B sentences).
     """
     return masked_info_nce(sentences, entities, temperature, False, negatives, hard_negative_weight, entity_groups,
-                     names=("sentences", "entities", "negatives", "entity_groups"))
+                           names=("sentences", "entities", "negatives", "entity_groups"))
 
 
 def ease_loss(z1: torch.Tensor, z2: torch.Tensor, entities: torch.Tensor, negatives: torch.Tensor | None = None,
-              simcse_temperature: float = 0.05, entity_temperature: float = 10.0, hard_negative_weight: float = 1.0,
+              simcse_temperature: float = 0.05, entity_temperature: float = 10.0, hard_negative_weight: float = 0.0,
               entity_weight: float = 0.01, groups: torch.Tensor | None = None,
               entity_groups: torch.Tensor | None = None) -> torch.Tensor:
     """EASE's total loss L = simcse_loss(z1, z2) + λ · ease_entity_loss(z1, entities, negatives).
@@ -168,10 +202,11 @@ def ease_loss(z1: torch.Tensor, z2: torch.Tensor, entities: torch.Tensor, negati
         negatives: optional B×d transformed hard-negative entities.
         simcse_temperature: τ_s of the SimCSE term (0.05).
         entity_temperature: τ_e, divisor of the entity cosine (10 multilingual, 100 monolingual).
-        hard_negative_weight: w_hn on the own hard negative's logit (1.0).
+        hard_negative_weight: w_hn on the own hard negative's logit (0.0, the paper; 1.0 the code).
         entity_weight: λ (0.01).
-        groups: optional (B,) ids of same-meaning sentences for the SimCSE term.
-        entity_groups: optional (B,) entity ids for the entity term.
+        groups: optional (B,) ids of same-text sentences, masked from each other's SimCSE denominators (None: kept,
+            the paper).
+        entity_groups: optional (B,) entity ids, masked likewise in the entity term (None: kept, the paper).
 
     Returns:
         The scalar loss.

@@ -1,6 +1,7 @@
 """The parts the contrastive losses are built from, public and shared: input checks with messages that name the
 argument and the expected shape, the cosine-similarity matrix, the same-meaning mask, the diagonal cross-entropy and
-the masked InfoNCE core.
+the masked InfoNCE core; and the count of in-batch duplicates (``DuplicateNegatives``), which the objectives with a
+``duplicate_negatives: keep | mask`` setting log.
 
 Used by ``models/objectives/contrastive.py`` (InfoNCE), ``simcse.py`` (one-way InfoNCE with hard negatives),
 ``ease.py`` (the entity term), ``mpcl.py`` (checks and cosines) and ``soft_label.py`` (checks). Not an objective: it
@@ -9,13 +10,24 @@ registers nothing. torch is taken lazily (``models.lazy_torch``), as in every mo
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
 
 from models.lazy_torch import F, torch
 
-__all__ = ["check_ids", "check_matrix", "check_pair", "check_temperature", "cosine", "diagonal_ce",
-           "masked_info_nce", "same_group_mask"]
+if TYPE_CHECKING:
+    from models.sampling import BatchPlan
+
+__all__ = ["DuplicateNegatives", "DuplicateTally", "check_ids", "check_matrix", "check_pair", "check_temperature",
+           "cosine", "diagonal_ce", "duplicate_counts", "masked_info_nce", "same_group_mask"]
+
+DuplicateNegatives = Literal["keep", "mask"]
+"""What an objective does with in-batch negatives that duplicate a row's positive (the same text, entity or meaning
+id): ``keep`` them in the denominator (the papers' equations) or ``mask`` them out (−inf logits)."""
 
 
 def check_matrix(x: torch.Tensor, name: str, rows: int | None = None, dim: int | None = None,
@@ -116,3 +128,52 @@ def masked_info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature:
     if symmetric:
         loss = (loss + diagonal_ce(pos_block.T)) / 2
     return loss
+
+
+# ---------------------------------------------------------------------------------------------- in-batch duplicates
+def duplicate_counts(ids: np.ndarray) -> tuple[int, int]:
+    """(columns, rows) of one batch's ids: columns = the ordered pairs (i, j), j ≠ i, with ids[i] == ids[j] — the
+    in-batch negatives a same-id mask drops —, rows = the rows that have at least one such column."""
+    _, counts = np.unique(np.asarray(ids), return_counts=True)
+    dup = counts[counts > 1]
+    return int((dup * (dup - 1)).sum()), int(dup.sum())
+
+
+def _run_counts(plan: BatchPlan, ids: np.ndarray, batches: int) -> tuple[int, int, int]:
+    """(columns, rows, batches with any) summed over batches 0 … ``batches``−1 of ``plan``, one epoch at a time."""
+    columns = rows = hit = 0
+    width = int(ids.max()) + 1
+    for first in range(0, batches, plan.per_epoch):
+        n = min(plan.per_epoch, batches - first)
+        block = ids[np.stack([plan.batch(first + i) for i in range(n)])]  # n × B ids of the epoch's batches
+        cells, counts = np.unique(np.arange(n, dtype=np.int64)[:, None] * width + block, return_counts=True)
+        dup = counts > 1
+        columns += int((counts[dup] * (counts[dup] - 1)).sum())
+        rows += int(counts[dup].sum())
+        hit += len(np.unique(cells[dup] // width))
+    return columns, rows, hit
+
+
+class DuplicateTally:
+    """The in-batch duplicates of one loss term (``what``: e.g. "same-text", "same-entity", "same-meaning") under an
+    objective's ``duplicate_negatives`` setting: one info line at build time with the counts summed over the run's
+    batches (``batches`` = steps × grad_accumulation; exact, batches are a pure function of seed and step), and one
+    debug line per batch (``batch``). Counts come from the ids on the host: no device synchronisation."""
+
+    def __init__(self, log: logging.Logger, objective: str, term: str, what: str, mode: DuplicateNegatives,
+                 ids: np.ndarray, plan: BatchPlan, batches: int) -> None:
+        self.log, self.objective, self.term, self.what, self.mode = log, objective, term, what, mode
+        self.ids = np.asarray(ids, dtype=np.int64)
+        self.verb = "masked from the denominators" if mode == "mask" else "kept as negatives"
+        columns, rows, hit = _run_counts(plan, self.ids, batches)
+        self.run_columns, self.run_rows, self.run_batches = columns, rows, hit
+        log.info("objective %s: duplicate_negatives %s: over the run's %d batches of %d, %d %s columns in %d rows "
+                 "(%d batches) %s (%s)", objective, mode, batches, plan.batch_size, columns, what, rows, hit,
+                 self.verb, term)
+
+    def batch(self, idx: np.ndarray, step: int) -> None:
+        """Log batch ``step``'s counts (rows ``idx`` of the corpus) at debug level."""
+        if self.log.isEnabledFor(logging.DEBUG):
+            columns, rows = duplicate_counts(self.ids[idx])
+            self.log.debug("objective %s batch %d: %d %s columns in %d rows %s (%s)", self.objective, step, columns,
+                           self.what, rows, self.verb, self.term)

@@ -5,7 +5,8 @@ Paper: Zhao, Wu, Cai, Tsuruoka, "Leveraging Multilingual Positive Instances in C
 translation group share a ``groups`` id. With s_ij = cos(h_i, c_j) over the candidates c = [E; hard negatives]
 (N × (N+H)), for each anchor row i:
 
-    C_i = { j ≠ i : candidate_mask[i, j] } ∪ { all hard-negative columns }    (the diagonal is never a candidate)
+    C_i = { j ≠ i : candidate_mask[i, j] } ∪ { hard-negative columns k : hard_negative_mask[i, k] }
+          (the diagonal is never a candidate; every hard negative is a candidate of every row by default)
     P_i = { j ≠ i : groups[j] = groups[i] }                                   (must lie in C_i; never a hard negative)
 
 Min–max scaling (paper §3.3: "min-max scaling to rescale the similarity scores within a range of [−1/τ, 1/τ]"). The
@@ -14,9 +15,11 @@ one sentence does not fix the reading, so each reading is a ``scaling`` value (m
     s̃_ij = ( 2 · (s_ij − lo) / (hi − lo + ε) − 1 ) / τ
 
     "none"             lo, hi = −1, 1: the cosine's own range mapped onto [−1/τ, 1/τ], i.e. s̃ = s/τ (+ a constant that
-                       cancels in the softmax) — plain InfoNCE / Eq. 1–2 at temperature τ
-    "row"              lo, hi = min, max of anchor row i over its candidates C_i; gradients flow through them
-    "row_detached"     the same, min and max constants in the backward pass (a per-row temperature τ·(hi − lo)/2)
+                       cancels in the softmax) — plain InfoNCE / Eq. 1–2 at temperature τ; the default (below)
+    "row"              lo, hi = min, max of anchor row i over its candidates C_i, rescaled into [−1/τ, 1/τ];
+                       gradients flow through min and max
+    "row_detached"     the same min–max rescaling of row i into [−1/τ, 1/τ], with min and max treated as constants
+                       (no gradient through them: a per-row temperature τ·(hi − lo + ε)/2 on s, up to a constant)
     "matrix"           lo, hi = min, max over every anchor row's candidates (the whole batch); gradients flow
     "matrix_detached"  the same, detached
 
@@ -49,13 +52,28 @@ Both forms are computed with logsumexp over −inf-masked rows (numerically stab
 Defaults: τ = 0.05, inside, ``scaling="none"`` (see above), ε = 1e-6, every row an anchor, every other in-batch row a
 candidate, no hard negatives.
 
+Hard negatives (``MpclObjective.hard_negatives``; paper §3.6, methods §2.1: all 15 languages, "the contradiction
+hypothesis of the premise" as hard negative, its language drawn at random). Only premises have a contradiction — about
+a quarter of XNLI's unique sentences — and the paper does not say what happens to the other groups, so it is a setting,
+``hard_negative_groups``:
+    "with_contradiction" (default, this module's behaviour so far): only groups with a contradiction are drawn; the
+        others are dropped for the whole run (kept and dropped groups and texts are logged when the objective is
+        built). The paper is silent on the groups without one (methods §2.1 names only "the contradiction hypothesis
+        of the premise"), so the earlier behaviour stays the default.
+    "all": every group is drawn; a group with a contradiction adds its hard-negative column, one without adds none
+        and contributes its positives and in-batch negatives only. A batch's hard negatives stay candidates of every
+        row, except for the rows of a group that is itself some drawn premise's contradiction (its translation would
+        be its own negative): ``hard_negative_mask`` removes it from those rows (logged per batch with its count).
+        One process only: the number of hard negatives varies from batch to batch.
+
 Relations:
     - K = 1 (groups of size 2): inside = outside = Eq. 1 (single-positive CL); without min–max scaling and with every
       row an anchor it is NT-Xent (SimCLR) over the 2G views;
     - the "cross-side" candidate mask (i's candidates are the other side's rows only) with groups of size 2 and no
       scaling equals ``info_nce(symmetric=True)`` (sentence-transformers' MultipleNegativesSymmetricRankingLoss);
-    - the paper's hard-negative variant passes XNLI contradictions as ``hard_negatives`` (in every denominator, never
-      positives); the warm-up phase uses the single-positive loss (``info_nce`` / this loss with K = 1).
+    - the paper's hard-negative variant passes XNLI contradictions as ``hard_negatives`` (in every denominator but
+      the rows ``hard_negative_mask`` excludes, never positives); the warm-up phase uses the single-positive loss
+      (``info_nce`` / this loss with K = 1).
 
 Settings (``MpclObjective``, kind ``mpcl``): its docstring. Inputs: ``xnli_groups`` (translation groups, with their
 contradiction groups for ``hard_negatives``); a batch embeds one column of every drawn member (and a column of hard
@@ -64,6 +82,7 @@ negatives). Shared loss parts: ``loss_parts``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,7 +91,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 import numpy as np
 
 from models import corpus_tables as ct
-from models.components import Component, StepBatch, gathered, groups_with_contradiction
+from models.components import Component, StepBatch, gathered
 from models.lazy_torch import torch
 from models.objective_registry import Need, Objective, objective
 from models.objectives.loss_parts import check_ids, check_matrix, check_temperature, cosine
@@ -83,10 +102,14 @@ if TYPE_CHECKING:
     from models.encoder import SentenceEncoder
     from models.settings import TrainSettings
 
-__all__ = ["MPCL_SCALINGS", "MpclComponent", "MpclObjective", "Scaling", "mpcl_loss"]
+__all__ = ["MPCL_SCALINGS", "HardNegativeGroups", "MpclComponent", "MpclObjective", "Scaling", "hard_negative_eligible",
+           "mpcl_loss"]
+
+log = logging.getLogger("polysent.models.objectives.mpcl")
 
 Scaling = Literal["none", "row", "row_detached", "matrix", "matrix_detached"]
 MPCL_SCALINGS: tuple[str, ...] = get_args(Scaling)
+HardNegativeGroups = Literal["with_contradiction", "all"]
 
 
 def _needs(o: Any) -> list[Need]:
@@ -99,15 +122,21 @@ class MpclObjective(Objective):
     """MPCL (methods §2): ``batch_size`` translation groups per batch, ``group_members`` members of each drawn from
     ``languages`` (all the group has when empty) — the paper's anchor sees K = 5 positives even with 15 languages, so
     the default draws 6 (``None``: every member); positives summed inside the log (``inside``, paper Eq. 2) or
-    SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling (``mpcl_loss`` below; default
-    ``none``, measured in ``bench/replications.py mpcl``); ``minmax_self``: the self-similarity joins the min–max range.
+    SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling into [−1/τ, 1/τ] — ``none`` (s/τ,
+    the default, measured in ``bench/replications.py mpcl``), ``row`` (each anchor row's min and max, gradients
+    through them), ``row_detached`` (the same with min and max constants), ``matrix`` / ``matrix_detached`` (one range
+    for the batch; module docstring); ``minmax_self``: the self-similarity joins the min–max range.
     ``split_pairs``: the paper's "+Single" baseline through the same loss and scaling — each group's drawn members
     become disjoint pairs, each its own group (K = 1), the same sentences per step (an odd member is dropped at random);
     the other pairs of a row's own group are no candidates of it, so both conditions see the same in-batch negatives.
     The first ``single_positive_steps`` steps draw two members per group (single-positive Eq. 1 warm-up).
-    ``anchors``: every sentence, or one random member per group. ``hard_negatives``: only groups with a contradiction
-    (XNLI premises) are drawn, each with a member of its contradiction-hypothesis group in a random language as the
-    hard negative (paper §3.6)."""
+    ``anchors``: every sentence, or one random member per group. ``hard_negatives``: a group with a contradiction
+    (an XNLI premise) brings a member of its contradiction-hypothesis group in a random language as hard negative
+    (paper §3.6). ``hard_negative_groups`` (with ``hard_negatives`` only): ``with_contradiction`` (default; the paper
+    is silent, this keeps the earlier behaviour) draws only the groups with a contradiction — about a quarter of the
+    unique sentences; the rest are dropped — or ``all`` draws every group, those without a contradiction with no
+    hard-negative column. Building the objective logs how many groups (unique sentences) and texts are kept and
+    dropped. ``all`` needs one process (a batch's hard-negative count varies)."""
 
     kind: Literal["mpcl"] = "mpcl"
     data: Literal["xnli_groups"] = "xnli_groups"
@@ -123,6 +152,7 @@ class MpclObjective(Objective):
     anchors: Literal["all", "one_per_group"] = "all"
     single_positive_steps: NonNegativeInt = 0
     hard_negatives: bool = False
+    hard_negative_groups: HardNegativeGroups = "with_contradiction"
 
     def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
               device: torch.device, student: SentenceEncoder) -> MpclComponent:
@@ -142,10 +172,14 @@ class MpclComponent(Component):
             raise ValueError(f"objective {name}: group_members must be ≥ 2 (an anchor and a positive) or null for "
                              f"every member, got {o.group_members}")
         self.groups = ct.load_groups(tables["xnli_groups"], o.languages)
-        # the groups a batch draws from: with hard negatives, only those with a contradiction (XNLI premises)
+        # the groups a batch draws from: with hard negatives, by hard_negative_groups (counts logged)
         self.eligible = np.arange(len(self.groups))
         if o.hard_negatives:
-            self.eligible = groups_with_contradiction(name, self.groups)
+            if o.hard_negative_groups == "all" and self.world > 1:
+                raise ValueError(f"objective {name}: hard_negative_groups: all gives each batch as many hard negatives "
+                                 "as it draws groups with a contradiction, which cannot be split evenly over "
+                                 f"{self.world} processes; use hard_negative_groups: with_contradiction or one process")
+            self.eligible = hard_negative_eligible(name, self.groups, o.hard_negative_groups)
         members = [self.groups.members[g] for g in self.eligible]
         lengths = np.array([max(len(t) for _, t in m) for m in members], dtype=np.int64)
         self.plan = BatchPlan(len(self.eligible), o.batch_size, settings.seed + stream,
@@ -161,7 +195,7 @@ class MpclComponent(Component):
         idx = self.eligible[self.plan.batch(step)]
         rng = step_rng(self.seed, self.stream, step)
         warmup = step < o.single_positive_steps
-        texts, group, anchor, negs, origin = [], [], [], [], []
+        texts, group, anchor, negs, origin, neg_source = [], [], [], [], [], []
         for n, g in enumerate(idx):
             members = self.groups.members[g]
             size = 2 if warmup else min(len(members), o.group_members or len(members))
@@ -180,10 +214,12 @@ class MpclComponent(Component):
                 group += [gid] * len(part)
                 origin += [n] * len(part)
                 anchor += [o.anchors == "all" or k == first for k in range(len(part))]
-            if o.hard_negatives:  # a member of the contradiction hypothesis's group, in a random language
+            if o.hard_negatives and self.groups.negative[g] >= 0:  # its contradiction hypothesis, random language
                 pool = self.groups.members[self.groups.negative[g]]
                 negs.append(pool[int(rng.integers(len(pool)))][1])
+                neg_source.append(int(self.groups.negative[g]))
         groups_t, anchors_t = self.ids(group), torch.tensor(anchor, device=self.device)
+        hard_mask = self._own_contradictions(step, idx[origin], neg_source)
         columns = [self.local(texts)] + ([self.local(negs)] if negs else [])
         candidates = None
         if o.split_pairs and not warmup:
@@ -197,16 +233,52 @@ class MpclComponent(Component):
             z = gathered(embs)
             return mpcl_loss(z[0], groups_t, o.temperature, positives=o.positives, scaling=o.scaling,
                              minmax_self=o.minmax_self, anchors=anchors_t,
-                             hard_negatives=z[1] if len(z) > 1 else None, candidate_mask=candidates)
+                             hard_negatives=z[1] if len(z) > 1 else None, candidate_mask=candidates,
+                             hard_negative_mask=hard_mask)
 
         return StepBatch(columns, loss_fn, len(texts) + len(negs))
+
+    def _own_contradictions(self, step: int, row_groups: np.ndarray, neg_groups: list[int]) -> torch.Tensor | None:
+        """N×H: False where hard negative k is a translation of row i (row i's group is the contradiction group
+        the negative was drawn from); None when no drawn group is another's contradiction (the usual case)."""
+        if not neg_groups:
+            return None
+        keep = row_groups[:, None] != np.asarray(neg_groups, dtype=np.int64)[None, :]
+        if keep.all():
+            return None
+        log.info("objective %s step %d: %d hard negative(s) are translations of rows drawn in this batch (a drawn "
+                 "group is another's contradiction); masked from those %d row(s)", self.name, step,
+                 int((~keep).any(axis=0).sum()), int((~keep).any(axis=1).sum()))
+        return torch.as_tensor(keep, device=self.device)
+
+
+def hard_negative_eligible(name: str, groups: ct.Groups, which: HardNegativeGroups) -> np.ndarray:
+    """The groups a hard-negative MPCL batch draws (``MpclObjective.hard_negative_groups``), with a log line of how
+    many groups (unique sentences) and texts that keeps and drops."""
+    has = groups.negative >= 0
+    if not has.any():
+        raise ValueError(f"objective {name}: hard_negatives is set but xnli_groups has no negative_group_id")
+    sizes = np.array([len(m) for m in groups.members], dtype=np.int64)
+    n, with_c = len(groups), int(has.sum())
+    texts, texts_c = int(sizes.sum()), int(sizes[has].sum())
+    if which == "with_contradiction":
+        log.info("objective %s: hard_negative_groups=with_contradiction: %d of %d groups (unique sentences) have a "
+                 "contradiction and are drawn (%d of %d texts); %d groups (%d texts) without one are dropped", name,
+                 with_c, n, texts_c, texts, n - with_c, texts - texts_c)
+        return np.flatnonzero(has)
+    if which != "all":
+        raise ValueError(f"objective {name}: hard_negative_groups must be 'with_contradiction' or 'all', got {which!r}")
+    log.info("objective %s: hard_negative_groups=all: all %d groups (unique sentences, %d texts) are drawn, none "
+             "dropped; %d have a contradiction and bring a hard negative, %d (%d texts) train without one", name, n,
+             texts, with_c, n - with_c, texts - texts_c)
+    return np.arange(n)
 
 
 def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float = 0.05,
               positives: Literal["inside", "outside"] = "inside", scaling: Scaling = "none",
               minmax_self: bool = False, anchors: torch.Tensor | None = None,
               hard_negatives: torch.Tensor | None = None, candidate_mask: torch.Tensor | None = None,
-              eps: float = 1e-6) -> torch.Tensor:
+              eps: float = 1e-6, hard_negative_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Multi-positive contrastive loss over a batch of translation groups. Pure maths clearer whole (over 80 lines,
     most of them argument checks): the masks, the min–max readings and both positive forms in the order of the
     module docstring's equations.
@@ -221,10 +293,13 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
             ``"row"``, ``"row_detached"``, ``"matrix"`` or ``"matrix_detached"``.
         minmax_self: include the self-similarity (1) in the min–max range (unused with ``"none"``).
         anchors: optional (N,) bool, the rows that contribute a loss term (default all rows).
-        hard_negatives: optional H×d embeddings, candidates of every anchor, never positives.
+        hard_negatives: optional H×d embeddings, candidates of every anchor (unless ``hard_negative_mask``), never
+            positives.
         candidate_mask: optional N×N bool; True at (i, j) allows j in row i's denominator (default all j ≠ i; the
             diagonal is always excluded). Every positive of an anchor row must be a candidate.
         eps: ε ≥ 0 added to the min–max range (guards rows whose candidates are all equally similar).
+        hard_negative_mask: optional N×H bool, True at (i, k) keeps hard negative k in row i's denominator (default
+            all True); only with ``hard_negatives``.
 
     Returns:
         The scalar loss (mean over the anchor rows).
@@ -254,6 +329,14 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
         raise ValueError(f"anchors must be a bool tensor of shape (N,) = ({n},), got {got}")
     if hard_negatives is not None:
         check_matrix(hard_negatives, "hard_negatives", dim=d, rows_name="H")
+    if hard_negative_mask is not None:
+        hn_rows = None if hard_negatives is None else hard_negatives.shape[0]
+        if hn_rows is None or not isinstance(hard_negative_mask, torch.Tensor) \
+                or hard_negative_mask.shape != (n, hn_rows) or hard_negative_mask.dtype != torch.bool:
+            got = ((tuple(hard_negative_mask.shape), hard_negative_mask.dtype)
+                   if isinstance(hard_negative_mask, torch.Tensor) else type(hard_negative_mask).__name__)
+            raise ValueError(f"hard_negative_mask must be a bool tensor of shape N×H = {n}×{hn_rows} (with "
+                             f"hard_negatives), got {got}")
     if candidate_mask is not None and (not isinstance(candidate_mask, torch.Tensor)
                                        or candidate_mask.shape != (n, n) or candidate_mask.dtype != torch.bool):
         got = ((tuple(candidate_mask.shape), candidate_mask.dtype) if isinstance(candidate_mask, torch.Tensor)
@@ -282,7 +365,8 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
                          "positives must be candidates")
     if h:
         ones = torch.ones(len(rows), h, dtype=torch.bool, device=device)
-        cand = torch.cat([cand, ones], dim=1)
+        hard = ones if hard_negative_mask is None else hard_negative_mask.to(device)[rows]
+        cand = torch.cat([cand, hard], dim=1)
         pos = torch.cat([pos, torch.zeros_like(ones)], dim=1)  # A×(N+H)
 
     targets = embeddings if hard_negatives is None else torch.cat([embeddings, hard_negatives], dim=0)

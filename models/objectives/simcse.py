@@ -9,18 +9,23 @@ Learn Universal Cross-lingual Sentence Embeddings" (mSimCSE, ``yaushian/mSimCSE`
     L = −(1/B) Σ_i log( exp(logits_ii) / Σ_c exp(logits_ic) )          (CE with labels arange(B))
 
 One-directional (anchors → candidates; no symmetric term). Every row's hard negative is in every denominator; the own
-hard negative's exp-term is multiplied by e^w (``hard_negative_weight``; 0 in SimCSE and mSimCSE, 1 in EASE).
+hard negative's exp-term is multiplied by e^w (``hard_negative_weight``; 0 in SimCSE and mSimCSE, 1 in EASE's code,
+0 in the EASE paper).
 
 mSimCSE's four training strategies use this one loss and differ only in the data that fills z1, z2, z3:
 
     - unsupervised: one (English Wikipedia) sentence fed twice; z1, z2 are its two dropout views, no z3;
     - English NLI: (sent0, sent1 = entailment hypothesis, hard_neg = contradiction hypothesis) → z1, z2, z3;
     - cross-lingual NLI: the same triplets with each sentence's language drawn at random (XNLI-MT; up to 15 rows of
-      one meaning, hence ``groups`` to keep same-meaning rows out of each other's denominators — an option, not in
-      the code);
+      one meaning in the corpus, which can meet in one batch);
     - parallel (supervised): translation pairs (src, tgt) → z1, z2, no z3.
 
-Defaults: τ = 0.05, w = 0, one-directional, no group mask (SimCSE/mSimCSE code).
+Defaults (the papers' equations, which are also the SimCSE / mSimCSE code): τ = 0.05, w = 0, one-directional, every
+other row's z2 a negative, duplicates included (``duplicate_negatives: keep``). ``duplicate_negatives: mask`` is
+polysent's own option (its earlier behaviour; neither paper nor code has it): rows that share a meaning id — the same
+NLI example (``nli_triples.meaning_id``), the same pivot sentence (``parallel``); never in ``unsupervised``, whose
+sentences are distinct — are dropped from each other's positive-block denominators (``groups``). The component logs
+how many such columns in how many rows it kept or masked, over the run (info) and per batch (debug).
 
 Relations:
     - exactly ``info_nce(z1, z2, τ, symmetric=False, hard_negatives=z3, hard_negative_weight=w, groups=groups)``;
@@ -32,11 +37,12 @@ Relations:
 Settings (``SimcseObjective``, kind ``simcse``): ``strategy`` picks the data — ``unsupervised`` (``sentences`` of
 ``sentence_language``, each twice: two dropout views), ``english_nli`` / ``cross_lingual_nli`` (``nli_triples``:
 sent0, sent1, hard_neg) or ``parallel`` (``bitext_pairs``); ``temperature``, ``hard_negatives``,
-``hard_negative_weight``. Shared loss parts: ``loss_parts``.
+``hard_negative_weight``, ``duplicate_negatives``. Shared loss parts: ``loss_parts``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +54,7 @@ from models import corpus_tables as ct
 from models.components import Component, StepBatch, gathered, text_lengths
 from models.lazy_torch import torch
 from models.objective_registry import Need, Objective, objective
-from models.objectives.loss_parts import masked_info_nce
+from models.objectives.loss_parts import DuplicateNegatives, DuplicateTally, masked_info_nce
 from models.sampling import BatchPlan
 from models.settings import AtLeastOne, NonNegative, Positive
 
@@ -57,6 +63,8 @@ if TYPE_CHECKING:
     from models.settings import TrainSettings
 
 __all__ = ["SimcseComponent", "SimcseObjective", "simcse_loss"]
+
+log = logging.getLogger("polysent.models.objectives.simcse")
 
 
 def _tables(o: Any) -> tuple[str, ...]:
@@ -81,7 +89,8 @@ class SimcseObjective(Objective):
     """mSimCSE (methods §6): the SimCSE loss (one-way, hard negatives with ``hard_negative_weight``) with its four
     strategies as data choices: ``unsupervised`` (each sentence of ``sentences`` twice → two dropout views; language
     ``sentence_language``), ``english_nli`` / ``cross_lingual_nli`` (``nli_triples``: sent0, sent1, hard_neg) and
-    ``parallel`` (``bitext_pairs``)."""
+    ``parallel`` (``bitext_pairs``). ``duplicate_negatives``: ``keep`` (default, the papers and the code) leaves
+    same-meaning rows of a batch as each other's negatives, ``mask`` (polysent's own) drops them."""
 
     kind: Literal["simcse"] = "simcse"
     strategy: Literal["unsupervised", "english_nli", "cross_lingual_nli", "parallel"] = "unsupervised"
@@ -92,6 +101,7 @@ class SimcseObjective(Objective):
     temperature: Positive = 0.05
     hard_negatives: bool = True
     hard_negative_weight: float = 0.0
+    duplicate_negatives: DuplicateNegatives = "keep"
 
     def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
               device: torch.device, student: SentenceEncoder) -> SimcseComponent:
@@ -122,6 +132,8 @@ class SimcseComponent(Component):
         self.plan = BatchPlan(n, o.batch_size, settings.seed + stream,
                               lengths=lengths if settings.length_bucketing else None,
                               what=f"objective {name} ({o.strategy})")
+        self.tally = DuplicateTally(log, name, o.strategy, "same-meaning", o.duplicate_negatives, self.meaning,
+                                    self.plan, settings.steps * settings.grad_accumulation)
 
     def batch(self, step: int) -> StepBatch:
         o, idx = self.objective, self.plan.batch(step)
@@ -136,7 +148,8 @@ class SimcseComponent(Component):
             columns = [self.local([t.sent0[i] for i in idx]), self.local([t.sent1[i] for i in idx])]
             if o.hard_negatives:
                 columns.append(self.local([t.hard_neg[i] for i in idx]))
-        meaning = self.ids(self.meaning[idx])
+        self.tally.batch(idx, step)
+        meaning = self.ids(self.meaning[idx]) if o.duplicate_negatives == "mask" else None
 
         def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
             z = gathered(embs)
@@ -156,7 +169,8 @@ def simcse_loss(z1: torch.Tensor, z2: torch.Tensor, z3: torch.Tensor | None = No
         z3: optional H×d hard negatives (SimCSE: H = B, row i is z1_i's own hard negative).
         temperature: τ > 0 (default 0.05).
         hard_negative_weight: w, added to logit (i, B+i) after the division by τ (needs H = B when w ≠ 0).
-        groups: optional (B,) integer ids; same-id rows are not each other's in-batch negatives.
+        groups: optional (B,) integer ids; same-id rows are not each other's in-batch negatives
+            (``duplicate_negatives: mask``; default None: every other row is a negative, as in the papers).
 
     Returns:
         The scalar loss (mean over the B anchors).

@@ -19,10 +19,14 @@ cross-entropy::
 
     L_rows(S, W) = −(1/B) Σ_i Σ_j W_ij log softmax_j(S_ij / τ)
     L_cross = L_rows(S, W) + L_rows(Sᵀ, C)                      (paper Eq. 6: row + column terms, summed as the code)
-    L_mono  = L_rows(S_aa, W) + L_rows(S_bb, W)                 (mono_terms="paper", Eq. 7: one term per language)
+    L_mono  = L_rows(S_aaᵀ, M) + L_rows(S_bbᵀ, M)               (mono_terms="paper", Eq. 7: one column-normalised
+                                                                 term per language, target M = ``mono_target``)
             = L_rows(S_aa, W) + L_rows(S_aaᵀ, C) + L_rows(S_bb, W) + L_rows(S_bbᵀ, C)   (mono_terms="code")
     tms=False:  L = L_cross
     tms=True:   L = λ · L_cross + L_mono                        (TMS / "TCM"; paper Eq. 8, λ = ``cross_weight``)
+
+Eq. 7's term read literally (methods §3.3: one column-normalised term per language), written out with S_ll = S_aa or
+S_bb (symmetric): −(1/B) Σ_j Σ_i w_ij log [exp(S_ll,ij/τ) / Σ_k exp(S_ll,kj/τ)] = L_rows(S_llᵀ, Wᵀ) = L_rows(S_ll, Wᵀ).
 
 The column target C (``column_target``; ``soft_label_column_targets``):
     "recomputed" (default): C = f(S_Tᵀ), the column term's target normalised like the row term's — what the public
@@ -32,25 +36,41 @@ The column target C (``column_target``; ``soft_label_column_targets``):
     "transposed": C = Wᵀ, Eq. 6 read literally: a column-stochastic matrix whose rows sum to 0.67–1.22 on real batches
         (≈ 7 % different gradient, methods §3.3).
 
+The Eq. 7 target M (``mono_target``, used by ``mono_terms="paper"`` only; the same two readings as C, chosen apart):
+    "transposed" (default): M = Wᵀ, Eq. 7 read literally — the paper's text, default because the public code has no
+        such term to follow (its L_mono is ``mono_terms="code"``).
+    "recomputed": M = f(S_Tᵀ) (= W for every symmetric S_T; ``column_targets`` when given), i.e. L_rows(S_ll, W): this
+        module's ``mono_terms="paper"`` before ``mono_target`` existed (a config with ``mono_terms: paper`` and no
+        ``mono_target`` now trains the literal Eq. 7; add ``mono_target: recomputed`` for the earlier loss).
+    The two are equal when W is symmetric: a raw W = S_T always, a softmax W exactly when its columns sum to 1 (they
+    sum to 0.71–1.44 on a toy batch, so in general they differ). ``column_target`` does not switch M: its default is
+    the public code's reading (measured equal to the literal one), Eq. 7's default is the paper's text, so each is its
+    own setting; ``column_target="transposed", mono_target="transposed"`` reads Eq. 6–7 literally throughout, and
+    ``"recomputed", "recomputed"`` normalises every column target as the code does.
+
 Defaults: τ = 0.1 for targets and student (paper §13, ``train.sh``), "priority", softmax targets, no TMS, λ = 0.1,
-``column_target="recomputed"``, ``mono_terms="paper"``. ``SoftLabelObjective`` (models.settings) carries the same
-defaults and passes every field.
+``column_target="recomputed"``, ``mono_terms="paper"``, ``mono_target="transposed"``. ``SoftLabelObjective``
+(models.settings) carries the same defaults and passes every field.
 Measured with the defaults from multilingual-e5-small (``bench/replications.py soft_label``, seeds 13 14 15, the
 frozen start as the multilingual teacher, same language-pair batches; Tatoeba trained / never trained / BUCC zh-en F1,
 start 94.73 / 86.96 / 87.45): ×10 (H200) soft labels 96.06 / 89.31 / 94.10 vs hard labels 95.23 / 88.34 / 88.50; ×1
 soft 95.53 / 89.16 / 94.82 vs hard 94.84 / 85.74 / 88.88 — the paper's ordering at both scales. ``transposed`` at ×1:
 95.52 / 89.26 / 94.76, equal to ``recomputed`` within the seeds' spread, so the public code's reading stays the
-default. TMS (λ = 0.1, ``mono_terms="paper"``) at ×1: 95.29 / 87.92 / 93.27, below no TMS (README "Replications").
+default. TMS (λ = 0.1, ``mono_terms="paper"`` with the W target, now ``mono_target="recomputed"``) at ×1: 95.29 /
+87.92 / 93.27, below no TMS (README "Replications"); the literal Eq. 7 target (Wᵀ) is not measured yet.
 
 Paper vs code (methods §3.3, §D.0, §D.3):
     - Column target: "recomputed" is the code, "transposed" the literal Eq. 6 (above).
     - L_mono: the code adds both directions per language (``mono_terms="code"``), about twice Eq. 7's one term per
-      language (``"paper"``, the default) — with "recomputed" and the always-symmetric S_aa, S_bb exactly twice, which
-      halves the effective λ. ``mono_terms="code"`` with ``column_target="transposed"`` is this module's earlier
-      behaviour.
+      language (``"paper"``, the default), which halves the effective λ. With the always-symmetric S_aa, S_bb:
+      "code" under ``column_target="recomputed"`` = 2 · "paper" under ``mono_target="recomputed"`` exactly, and
+      "code" under ``column_target="transposed"`` = "paper" under ``mono_target="recomputed"`` + "paper" under
+      ``mono_target="transposed"``. ``mono_terms="code"`` with ``column_target="transposed"`` is this module's
+      earlier behaviour.
+    - Eq. 7's target: Wᵀ read literally (``mono_target="transposed"``, the default) or W (``"recomputed"``), above.
     - λ: the paper weights the cross-lingual term by λ = 0.1 (Eq. 8); the public code adds the TMS terms with weight 1
-      and has no λ — ``cross_weight=1.0, mono_terms="code"`` reproduces the code. ``cross_weight`` and ``mono_terms``
-      are unused when ``tms=False``.
+      and has no λ — ``cross_weight=1.0, mono_terms="code"`` reproduces the code. ``cross_weight``, ``mono_terms``
+      and ``mono_target`` are unused when ``tms=False``; ``mono_target`` also with ``mono_terms="code"``.
     - No teacher (``--embed_model None``): the code uses W = I *through the softmax*, i.e. W = softmax(I/τ), which is
       not one-hot (≈ 0.9988 on the diagonal for B = 28, τ = 0.1). Pass ``soft_label_targets(torch.eye(B))`` to
       reproduce that quirk, or ``torch.eye(B)`` itself as ``targets`` for hard labels.
@@ -104,6 +124,7 @@ __all__ = ["SoftLabelComponent", "SoftLabelObjective", "embedding_mse", "soft_la
 
 ColumnTarget = Literal["recomputed", "transposed"]
 MonoTerms = Literal["paper", "code"]
+MonoTarget = Literal["transposed", "recomputed"]
 
 
 @objective(tables=pair_tables)
@@ -119,8 +140,11 @@ class SoftLabelObjective(Objective):
     (``cross_weight`` = λ = 0.1). ``column_target``: the target of L_cross's column term — ``recomputed``
     (row-softmax(S_Tᵀ/τ), = W since S_T is symmetric: the public code, which produced the paper's numbers) or
     ``transposed`` (Wᵀ, column-stochastic: paper Eq. 6 read literally). ``mono_terms``: L_mono with one term per
-    language (``paper``, Eq. 7) or both directions per language (``code``, about twice as large: it halves the
-    effective λ). These two defaults are also ``soft_label_loss``'s (a test keeps them equal). ``loss: mse`` is
+    language (``paper``, Eq. 7) or both directions per language (``code``, the public code, about twice as large: it
+    halves the effective λ). ``mono_target``: the target of Eq. 7's term under ``mono_terms: paper`` — ``transposed``
+    (Wᵀ, Eq. 7 read literally, the default) or ``recomputed`` (W: what ``mono_terms: paper`` meant before this
+    setting; the two agree only when W's columns sum to 1). ``column_target`` does not switch it (module docstring).
+    These defaults are also ``soft_label_loss``'s (a test keeps them equal). ``loss: mse`` is
     sentence-transformers' make-multilingual MSE instead (student embeddings of both sides regress the teacher's
     embedding of the priority side; dimensions must match).
     ``teacher_cache``: encode once, before training, every text the run's batches will hand the teacher (not the
@@ -139,6 +163,7 @@ class SoftLabelObjective(Objective):
     cross_weight: NonNegative = 0.1
     column_target: Literal["recomputed", "transposed"] = "recomputed"
     mono_terms: Literal["paper", "code"] = "paper"
+    mono_target: Literal["transposed", "recomputed"] = "transposed"
     loss: Literal["soft_ce", "mse"] = "soft_ce"
     priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
     language_pair_batches: bool = True
@@ -206,7 +231,8 @@ class SoftLabelComponent(Component):
             if o.loss == "mse":
                 return embedding_mse(za, zb, target)
             return soft_label_loss(za, zb, target, o.temperature, tms=o.tms, cross_weight=o.cross_weight,
-                                   column_target=o.column_target, mono_terms=o.mono_terms)
+                                   column_target=o.column_target, mono_terms=o.mono_terms,
+                                   mono_target=o.mono_target)
 
         return StepBatch([self.local(a), self.local(b)], loss_fn, 2 * len(a))
 
@@ -321,7 +347,8 @@ def _soft_rows(s: torch.Tensor, w: torch.Tensor, temperature: float) -> torch.Te
 
 def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: torch.Tensor, temperature: float = 0.1,
                     tms: bool = False, cross_weight: float = 0.1, column_target: ColumnTarget = "recomputed",
-                    mono_terms: MonoTerms = "paper", column_targets: torch.Tensor | None = None) -> torch.Tensor:
+                    mono_terms: MonoTerms = "paper", mono_target: MonoTarget = "transposed",
+                    column_targets: torch.Tensor | None = None) -> torch.Tensor:
     """Soft-target contrastive loss of B student translation pairs (IMASCL loss_type "CS"; module docstring).
 
     Args:
@@ -333,10 +360,13 @@ def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: t
         cross_weight: λ on L_cross when ``tms`` (paper 0.1; 1.0 reproduces the public code).
         column_target: the column terms' target C: ``"recomputed"`` (f(S_Tᵀ), = W for a symmetric S_T; the public
             code) or ``"transposed"`` (Wᵀ; Eq. 6 read literally).
-        mono_terms: with ``tms``, ``"paper"`` (L_rows(S_aa, W) + L_rows(S_bb, W), Eq. 7) or ``"code"`` (each language
-            also in the column direction, with target C: the public code).
+        mono_terms: with ``tms``, ``"paper"`` (L_rows(S_aaᵀ, M) + L_rows(S_bbᵀ, M), Eq. 7: one column-normalised
+            term per language) or ``"code"`` (L_rows(S_ll, W) + L_rows(S_llᵀ, C) per language: the public code).
+        mono_target: M of ``mono_terms="paper"``: ``"transposed"`` (Wᵀ, Eq. 7 read literally, the default) or
+            ``"recomputed"`` (f(S_Tᵀ), = W for a symmetric S_T: the earlier ``"paper"`` reading). Independent of
+            ``column_target``; unused with ``"code"``.
         column_targets: f(S_Tᵀ) when S_T is not symmetric (``soft_targets_from_similarity(S_T.T, τ, w_func)``); only
-            with ``column_target="recomputed"``, treated as constants.
+            with ``column_target="recomputed"`` (also M with ``mono_target="recomputed"``), treated as constants.
 
     Returns:
         The scalar loss: L_cross, or λ · L_cross + L_mono with ``tms``.
@@ -346,6 +376,8 @@ def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: t
     check_temperature(temperature)
     if mono_terms not in ("paper", "code"):
         raise ValueError(f"mono_terms must be 'paper' or 'code', got {mono_terms!r}")
+    if mono_target not in ("transposed", "recomputed"):
+        raise ValueError(f"mono_target must be 'transposed' or 'recomputed', got {mono_target!r}")
     c = soft_label_column_targets(targets, column_target, column_targets).to(device=student_a.device,
                                                                               dtype=student_a.dtype)
     w = targets.detach().to(device=student_a.device, dtype=student_a.dtype)
@@ -356,9 +388,13 @@ def soft_label_loss(student_a: torch.Tensor, student_b: torch.Tensor, targets: t
     if not tms:
         return cross
     s_aa, s_bb = a @ a.T, bn @ bn.T
-    mono = _soft_rows(s_aa, w, temperature) + _soft_rows(s_bb, w, temperature)
     if mono_terms == "code":
+        mono = _soft_rows(s_aa, w, temperature) + _soft_rows(s_bb, w, temperature)  # the order of the earlier code
         mono = mono + _soft_rows(s_aa.T, c, temperature) + _soft_rows(s_bb.T, c, temperature)
+    else:  # Eq. 7: one column-normalised term per language, L_rows(S_llᵀ, M) = L_rows(S_ll, M) as S_ll is symmetric
+        m_target = soft_label_column_targets(targets, mono_target, column_targets if mono_target == "recomputed"
+                                             else None).to(device=student_a.device, dtype=student_a.dtype)
+        mono = _soft_rows(s_aa, m_target, temperature) + _soft_rows(s_bb, m_target, temperature)
     return cross_weight * cross + mono
 
 

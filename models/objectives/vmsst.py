@@ -4,15 +4,25 @@ translation pairs: settings, batches and the component that runs the generative 
 
 The loss, per pair (x_i, x_j) — ``models/vmsst/loss.py`` has the maths and its docstring the full equation::
 
-    L = −log p(x_i | z_{l_i}, μ_sem(x_j)) − log p(x_j | z_{l_j}, μ_sem(x_i))                (translation terms)
+    L = −log p(x_i | μ_sem(x_j)) − log p(x_j | μ_sem(x_i))                                  (translation terms)
         + λ · [ reconstruction from (z_l, z_sem) + β(t) · (KL_sem + KL_{l_i} + KL_{l_j}) ]   (ELBO)
 
 computed by ``models.vmsst.VmsstModel`` (semantic encoder = the student with its bias-free W_μ, language encoder,
-the shared decoder); VMSST-CONTRASTIVE adds ``info_nce`` on μ_sem at weight 1 with the VMSST loss weighted by λ_vc.
-Defaults (§13): λ = 0.025 pretrained / 0.1 random init; λ_vc = 0.0005 / 0.001; β annealed over 1,000,000 updates.
+the shared decoder); VMSST-CONTRASTIVE adds the paper's contrastive loss on μ_sem at weight 1 with the VMSST loss
+weighted by λ_vc, and CONTRASTIVE is that contrastive loss alone:
+
+    L_CONTRASTIVE = −½ Σ_i [ log exp(s_i·t_i) / Σ_j exp(s_i·t_j) + log exp(t_i·s_i) / Σ_j exp(t_i·s_j) ] / B
+
+with s_i = μ_sem(x_i), t_i = μ_sem(x_j): dot products, no temperature (``contrastive_similarity: dot``, the paper's
+p(s_i | t_i)); ``cosine`` divides cosines by ``contrastive_temperature`` instead.
+Defaults (§13, §6.3): λ = 0.025 pretrained / 0.1 random init; λ_vc = 0.0005 for the pretrained and the 6-layer
+random-init settings, 0.001 for the 24-layer random-init one (a random init of ≥ 24 layers); β annealed over
+1,000,000 updates; no dropout in the semantic encoder for BITRANSLATION, VMSST-CONTRASTIVE and VMSST, dropout kept for
+CONTRASTIVE (the paper: "dropout 0.1 for CONTRASTIVE only").
 
 Settings (``VmsstObjective``, kind ``vmsst``): its docstring. Inputs: the ``data`` pair table, tokenised once.
-Relations: BITRANSLATION is the translation terms alone; VMSST-CONTRASTIVE with λ_vc = 0 is ``info_nce``.
+Relations: BITRANSLATION is the translation terms alone; VMSST-CONTRASTIVE with λ_vc = 0 is CONTRASTIVE (and, with
+``contrastive_similarity: cosine``, the project's symmetric ``info_nce``).
 """
 
 from __future__ import annotations
@@ -51,20 +61,30 @@ class VmsstObjective(Objective):
     ``variant``:
 
     * ``vmsst`` (the paper's model): per pair (x_i, x_j),
-      L = −log p(x_i | z_{l_i}, μ_sem(x_j)) − log p(x_j | z_{l_j}, μ_sem(x_i))
+      L = −log p(x_i | μ_sem(x_j)) − log p(x_j | μ_sem(x_i))
       + λ·[−log p(x_i | z_{l_i}, z_sem) − log p(x_j | z_{l_j}, z_sem) + β(t)·(KL_sem + KL_{l_i} + KL_{l_j})],
       λ = ``elbo_weight`` (paper: 0.025 from a pretrained encoder, 0.1 from random init — the defaults);
     * ``bitranslation`` (baseline): the translation terms alone, from a decoder conditioned on μ_sem only (no
       language variables, no KL);
     * ``vmsst_contrastive`` (paper §6.3, "we weight the contribution of the VMSST loss by λ"):
-      L = InfoNCE(μ_sem(x_i), μ_sem(x_j)) + ``vmsst_weight``·L_VMSST, with the InfoNCE at weight 1 and
-      ``vmsst_weight`` defaulting to the paper's 0.0005 (pretrained) / 0.001 (random init); refused for other
-      variants. ``contrastive_temperature``: the InfoNCE's τ.
+      L = L_CONTRASTIVE(μ_sem(x_i), μ_sem(x_j)) + ``vmsst_weight``·L_VMSST, with the contrastive term at weight 1
+      and ``vmsst_weight`` defaulting to the paper's 0.0005 (pretrained, 6-layer random init) / 0.001 (24-layer
+      random init: a random-init encoder of ≥ 24 layers); refused for other variants;
+    * ``contrastive`` (baseline): L_CONTRASTIVE alone on μ_sem, no decoder (= ``vmsst_contrastive`` at λ_vc = 0).
+
+    ``contrastive_similarity``: ``dot`` (default, the paper's p(s_i | t_i) = exp(s_i·t_i) / Σ_j exp(s_i·t_j), no
+    temperature) or ``cosine`` (cos / ``contrastive_temperature``, this code's former reading); symmetric, pairs of
+    one meaning masked from each other's denominators. ``semantic_dropout``: whether the student keeps its dropout
+    (unset: the paper's — off for BITRANSLATION, VMSST-CONTRASTIVE and VMSST, on for CONTRASTIVE). Turning it off sets
+    every dropout of the student to 0 for the whole run (logged with the count), so it also holds for any other
+    objective trained beside this one.
 
     ``translation_decoder`` (variants with language variables): ``shared`` (the paper: "a single decoder for all
-    languages", the translation terms read the same decoder as the ELBO, conditioned on [z_lang of the target ;
-    μ_sem of the other side]) or ``separate`` (a second decoder conditioned on μ_sem alone for the translation terms,
-    this code's former reading). ``semantic_side``: which translation the semantic posterior q(z_sem | ·) reads —
+    languages", the translation terms read the same decoder as the ELBO, conditioned on [0 ; μ_sem of the other
+    side] — the language variable at its prior mean: the paper's term is p(x_i | μ_sem(x_j)), and z_lang, encoded
+    from the target itself, would hand the decoder its answer) or ``separate`` (a second decoder conditioned on
+    μ_sem alone for the translation terms). ``semantic_side``: which translation the semantic posterior
+    q(z_sem | ·) reads —
     ``rows`` (the paper: alternating within the batch, even *global* rows read side a, odd rows side b, so the same
     on any number of ranks) or ``steps`` (BGT's ``counter % 2``: the whole batch reads a on even micro-steps, b on
     odd ones).
@@ -82,13 +102,15 @@ class VmsstObjective(Objective):
     ``decoder_checkpointing`` recomputes the decoders (logits included) in the backward pass."""
 
     kind: Literal["vmsst"] = "vmsst"
-    variant: Literal["vmsst", "bitranslation", "vmsst_contrastive"] = "vmsst"
+    variant: Literal["vmsst", "bitranslation", "vmsst_contrastive", "contrastive"] = "vmsst"
     data: PairData = "bitext_pairs"
     weight: NonNegative = 1.0
     batch_size: AtLeastOne = 64
     elbo_weight: NonNegative | None = None
     vmsst_weight: NonNegative | None = None
+    contrastive_similarity: Literal["dot", "cosine"] = "dot"
     contrastive_temperature: Positive = 0.05
+    semantic_dropout: bool | None = None
     translation_decoder: Literal["shared", "separate"] = "shared"
     semantic_side: Literal["rows", "steps"] = "rows"
     kl_anneal_steps: AtLeastOne = 1_000_000
@@ -148,11 +170,11 @@ class VmsstComponent(Component):
         self.languages = self._language_table(name, table, o)
         pretrained = settings.encoder.pretrained is not None
         self.elbo_weight = o.elbo_weight if o.elbo_weight is not None else (0.025 if pretrained else 0.1)
-        self.contrastive = o.variant == "vmsst_contrastive"
-        self.vmsst_weight: float | None = None  # λ on the VMSST loss next to the weight-1 InfoNCE
-        if self.contrastive:
+        self.contrastive = o.variant in ("vmsst_contrastive", "contrastive")
+        self.vmsst_weight: float | None = None  # λ on the VMSST loss next to the weight-1 contrastive term
+        if o.variant == "vmsst_contrastive":
             self.vmsst_weight = (o.vmsst_weight if o.vmsst_weight is not None
-                                 else (0.0005 if pretrained else 0.001))
+                                 else default_vmsst_weight(pretrained, settings.encoder.num_layers))
         elif o.vmsst_weight is not None:
             raise ValueError(f"objective {name}: vmsst_weight (λ on the VMSST loss next to the InfoNCE) applies to "
                              f"variant vmsst_contrastive, not {o.variant!r}")
@@ -179,13 +201,24 @@ class VmsstComponent(Component):
         self.pad = tok.pad_token_id or 0
         self.max_length = settings.encoder.max_length
         self._tokenise(name, table)
-        self.modules["vmsst"] = VmsstModel(student, o, self.languages, elbo_weight=self.elbo_weight,
-                                           max_positions=self.max_length + 2).to(device)
+        self.semantic_dropout = o.semantic_dropout if o.semantic_dropout is not None else o.variant == "contrastive"
+        if not self.semantic_dropout:
+            off = disable_dropout(student)
+            log.info("objective %s: semantic encoder dropout off (the paper trains %s without dropout): %d dropout "
+                     "module(s) of the student set to p = 0 for the whole run%s", name, o.variant, off,
+                     f" — also for the {len(settings.objectives) - 1} other objective(s)"
+                     if len(settings.objectives) > 1 else "")
+        if o.variant != "contrastive":
+            self.modules["vmsst"] = VmsstModel(student, o, self.languages, elbo_weight=self.elbo_weight,
+                                               max_positions=self.max_length + 2).to(device)
+        similarity = ("dot products" if o.contrastive_similarity == "dot"
+                      else f"cosine / {o.contrastive_temperature:g}")
         log.info("objective %s: %s, %d languages, λ %g%s, %s translation decoder, z_sem side by %s, KL annealed "
-                 "over %d updates", name, o.variant, len(self.languages), self.elbo_weight,
-                 f", InfoNCE + {self.vmsst_weight:g}·VMSST" if self.contrastive else "",
+                 "over %d updates, semantic dropout %s", name, o.variant, len(self.languages), self.elbo_weight,
+                 f", contrastive ({similarity}) + {self.vmsst_weight:g}·VMSST" if o.variant == "vmsst_contrastive"
+                 else (f", contrastive on {similarity}" if o.variant == "contrastive" else ""),
                  o.translation_decoder if o.variant != "bitranslation" else "bitranslation", o.semantic_side,
-                 o.kl_anneal_steps)
+                 o.kl_anneal_steps, "on" if self.semantic_dropout else "off")
 
     def _language_table(self, name: str, table: str, o: VmsstObjective) -> tuple[str, ...]:
         langs = self.pairs.a_lang + self.pairs.b_lang
@@ -263,7 +296,17 @@ class VmsstComponent(Component):
         rows = np.arange(self.rank * n, (self.rank + 1) * n)
         return torch.as_tensor(rows % 2 == 1, device=self.device)
 
+    def contrastive_loss(self, mu_a: torch.Tensor, mu_b: torch.Tensor, meaning: torch.Tensor | None) -> torch.Tensor:
+        """The paper's contrastive term on gathered μ_sem (``contrastive_similarity``)."""
+        o = self.objective
+        z = gathered([mu_a, mu_b])
+        if o.contrastive_similarity == "cosine":
+            return info_nce(z[0], z[1], o.contrastive_temperature, True, groups=meaning)
+        return dot_product_info_nce(z[0], z[1], groups=meaning)
+
     def batch(self, step: int) -> StepBatch:
+        from models.vmsst.model import VmsstModel, active_units
+
         idx = self.plan.batch(step)
         rows = self.local(list(idx))
         a, b = self.side(rows, "a"), self.side(rows, "b")
@@ -271,6 +314,15 @@ class VmsstComponent(Component):
         every = self.objective.monitor_every
         monitor = every > 0 and step % self.accum == 0 and update % every == 0
         meaning = self.ids(self.pairs.meaning[idx]) if self.contrastive else None
+        if self.objective.variant == "contrastive":  # the paper's CONTRASTIVE baseline: μ_sem of both sides only
+
+            def contrastive_only() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                (_, mu_a), (_, mu_b) = (VmsstModel.semantic_mean(self.student, x) for x in (a, b))
+                loss = self.contrastive_loss(mu_a, mu_b, meaning)
+                return loss, {"contrastive_loss": loss.detach(),
+                              "active_units_sem": active_units(torch.cat([mu_a, mu_b]))}
+
+            return StepBatch([], None, 2 * total, direct=contrastive_only)
         reads_b = self.semantic_reads_b(step, total)
         vmsst_weight = self.vmsst_weight
         model = self.modules["vmsst"]
@@ -284,12 +336,45 @@ class VmsstComponent(Component):
         def direct() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             out = model(self.student, a, b, update=update, reads_b=reads_b, monitor=monitor, noise=noise)
             loss = out.loss.sum() / total  # this rank's share of the per-pair mean over the global batch
-            if vmsst_weight is not None:  # VMSST-CONTRASTIVE: InfoNCE (weight 1) + λ·L_VMSST (paper §6.3)
-                z = gathered([out.mu_a, out.mu_b])
-                contrastive = info_nce(z[0], z[1], self.objective.contrastive_temperature, True, groups=meaning)
+            if vmsst_weight is not None:  # VMSST-CONTRASTIVE: contrastive (weight 1) + λ·L_VMSST (paper §6.3)
+                contrastive = self.contrastive_loss(out.mu_a, out.mu_b, meaning)
                 out.metrics["contrastive_loss"] = contrastive.detach()
                 out.metrics["vmsst_loss"] = out.loss.detach().mean()
                 loss = contrastive + vmsst_weight * loss
             return loss, out.metrics
 
         return StepBatch([], None, 2 * total, direct=direct)
+
+
+def default_vmsst_weight(pretrained: bool, layers: int) -> float:
+    """VMSST-CONTRASTIVE's λ_vc by setting (paper §6.3): 0.0005 from a pretrained encoder and for the 6-layer random
+    init, 0.001 for the 24-layer random init (here: a random init of 24 layers or more)."""
+    return 0.001 if not pretrained and layers >= 24 else 0.0005
+
+
+def dot_product_info_nce(s: torch.Tensor, t: torch.Tensor, groups: torch.Tensor | None = None) -> torch.Tensor:
+    """VMSST's contrastive loss (Wieting et al. 2023, §5 baselines): p(s_i | t_i) = exp(s_i·t_i) / Σ_j exp(s_i·t_j)
+    on raw dot products of the B×d embeddings (no normalisation, no temperature), both directions averaged:
+    −½ (mean_i log p(s_i | t_i) + mean_i log p(t_i | s_i)). ``groups`` (B,): j ≠ i with the same id (another pair
+    of the same meaning) is removed from row i's and column i's denominators."""
+    from models.objectives.loss_parts import check_ids, check_pair
+
+    n, _ = check_pair(s, t, "s", "t")
+    groups = check_ids(groups, "groups", n)
+    logits = s.float() @ t.float().T
+    if groups is not None:
+        same = (groups[:, None] == groups[None, :]) & ~torch.eye(n, dtype=torch.bool, device=logits.device)
+        logits = logits.masked_fill(same, float("-inf"))
+    target = torch.arange(n, device=logits.device)
+    return (torch.nn.functional.cross_entropy(logits, target) + torch.nn.functional.cross_entropy(logits.T, target)) / 2
+
+
+def disable_dropout(module: torch.nn.Module) -> int:
+    """Set every ``nn.Dropout`` of ``module`` to p = 0 (Hugging Face BERT-likes also read their attention dropout from
+    these modules); returns how many had p > 0."""
+    changed = 0
+    for m in module.modules():
+        if isinstance(m, torch.nn.Dropout) and m.p > 0:
+            m.p = 0.0
+            changed += 1
+    return changed

@@ -5,7 +5,7 @@ Each layer is a post-norm fairseq decoder layer whose encoder-attention block is
 
     u = W [x_t ; s] + b  →  dropout  →  x_t + u  →  LayerNorm            (s broadcast over time)
 
-with s the conditioning vector ([z_lang ; z_sem] for VMSST's reconstruction, [z_lang ; μ_sem of the translation] for
+with s the conditioning vector ([z_lang ; z_sem] for VMSST's reconstruction, [0 ; μ_sem of the translation] for
 its translation terms in the paper's single shared decoder, μ_sem alone for BITRANSLATION or a ``separate``
 translation decoder). BGT's ReLU after W is a no-op in its code (the result of ``F.relu`` is discarded), so the
 block is affine here too. s is also concatenated to the final hidden state before the vocabulary projection

@@ -4,14 +4,15 @@ Learning: A Variational Generative Model for Multilingual Retrieval", ACL 2023; 
 For a translation pair (x_i, x_j) in languages (l_i, l_j), with the semantic posterior read from one side s of the
 pair (alternating within the batch in the paper) and each language posterior from its own sentence:
 
-    L = −log p(x_i | z_{l_i}, μ_sem(x_j)) − log p(x_j | z_{l_j}, μ_sem(x_i))             (translation terms)
+    L = −log p(x_i | μ_sem(x_j)) − log p(x_j | μ_sem(x_i))                               (translation terms)
         + λ · [ −log p(x_i | z_{l_i}, z_sem) − log p(x_j | z_{l_j}, z_sem)               (reconstruction)
                 + β(t) · (KL(q(z_sem|x_s)) + KL(q(z_{l_i}|x_i)) + KL(q(z_{l_j}|x_j))) ]  (KL to N(0, I))
 
     KL(N(μ, σ²) ‖ N(0, I)) = −½ Σ_d (1 + log σ²_d − μ²_d − σ²_d),   β(t) = min(1, t / x0)
 
-The translation terms use the mean of the other side's semantic posterior and, in the paper's single shared decoder,
-the target side's language variable (``VmsstObjective.translation_decoder: shared``; ``separate`` drops z_l there).
+The translation terms read the mean of the other side's semantic posterior alone: in the paper's single shared decoder
+with the language variable at its prior mean 0 (``VmsstObjective.translation_decoder: shared``), or from a decoder of
+μ_sem only (``separate``).
 Token NLLs are un-smoothed cross-entropies summed over a sentence's tokens (BGT ``bgt_loss.py``, ``sentence_avg``); the
 loss is averaged over pairs. Defaults (§13): λ = 0.025 from a pretrained encoder, 0.1 from random init; the paper
 anneals over x0 = 1,000,000 updates (so β ends at 0.1 after its 100k steps). BITRANSLATION is the translation terms

@@ -3,7 +3,7 @@ network, and this module holds everything else.
 
 Per batch of translation pairs (x_a, x_b) in languages (l_a, l_b) — the paper's objective (Wieting et al., ACL 2023):
 
-    L = −log p(x_a | z_{l_a}, μ_sem(x_b)) − log p(x_b | z_{l_b}, μ_sem(x_a))                  (translation terms)
+    L = −log p(x_a | μ_sem(x_b)) − log p(x_b | μ_sem(x_a))                                  (translation terms)
         + λ · [ −log p(x_a | z_{l_a}, z_sem) − log p(x_b | z_{l_b}, z_sem)                    (reconstruction)
                 + β(t) · (KL(q(z_sem | x_s)) + KL(q(z_{l_a} | x_a)) + KL(q(z_{l_b} | x_b))) ] (KL to N(0, I))
 
@@ -11,16 +11,20 @@ Per batch of translation pairs (x_a, x_b) in languages (l_a, l_b) — the paper'
    ``semantic_logvar`` = W_σ): μ_sem(x_a), μ_sem(x_b). Both are needed by the translation terms.
 2. Language passes (VMSST): z_{l_a}, z_{l_b} from the language encoder on their own sentence (the language
    embedding prepended).
-3. Translation terms: each sentence is generated from the mean of the semantic posterior of the *other* side (first
-   decoder input: the target-language embedding). ``translation_decoder``:
+3. Translation terms: each sentence is generated from the mean of the semantic posterior of the *other* side
+   **alone** (first decoder input: the target-language embedding). The paper's second term is "the sum of
+   p(x_li | μ_sem_lj) and p(x_lj | μ_sem_li)": nothing encoded from the target sentence may enter it, or the decoder
+   copies the target and μ_sem is never made to carry meaning. ``translation_decoder``:
 
    * ``shared`` (default, the paper's "single decoder for all languages"): the one decoder of the ELBO, conditioned
-     on [z_{l_t} ; μ_sem(other side)] with z_{l_t} the target side's language sample (the same sample as in its
-     reconstruction term);
-   * ``separate``: a second decoder conditioned on μ_sem(other side) alone (|s| = k) — a reading, not the paper.
+     on [0 ; μ_sem(other side)] — the language variable at its prior mean, so the target's own z_lang never enters
+     (its gradient from these terms is exactly zero);
+   * ``separate``: a second decoder conditioned on μ_sem(other side) alone (|s| = k), BITRANSLATION's path.
 
    BITRANSLATION (no language variables) always has its own decoder conditioned on μ_sem alone (BGT's
-   ``decoder_trans``): that is the whole baseline.
+   ``decoder_trans``): that is the whole baseline. (Before train stage version 6 the shared reading fed z_lang of the
+   target side; with μ_sem replaced by noise that decoder reached 0.88 nats on 256 random sentences, below the
+   ln 256 = 5.55-nat no-information floor — the leak ``tests/test_vmsst.py`` now rules out.)
 4. Reconstruction (VMSST): z_sem is sampled from the posterior of one side s of each pair, which forces it to keep
    only what both translations share. ``semantic_side``: ``rows`` (default, the paper: alternating within the batch,
    even global rows read a, odd rows b) or ``steps`` (BGT's ``counter % 2``: the whole batch alternates a / b every
@@ -138,28 +142,23 @@ class VmsstModel(nn.Module):
         pooled = pool(hidden, side.mask, "mean")
         return pooled, semantic_projection(encoder)(pooled)
 
-    def _translation(self, z_lang: torch.Tensor | None,
-                     mu_other: torch.Tensor) -> tuple[LatentConditionedDecoder, torch.Tensor]:
-        """The decoder of the translation terms and its conditioning vector: [z_lang ; μ_sem(other side)] into the
-        shared decoder, or μ_sem(other side) alone into the translation decoder."""
+    def _translation(self, mu_other: torch.Tensor) -> tuple[LatentConditionedDecoder, torch.Tensor]:
+        """The decoder of the translation terms and its conditioning vector: [0 ; μ_sem(other side)] into the shared
+        decoder (the language variable at its prior mean: nothing of the target sentence enters), or μ_sem(other
+        side) alone into the translation decoder."""
         if not self.shared_translation:
             return self.translation_decoder, mu_other
-        if z_lang is None:
-            raise ValueError("VmsstModel: the shared decoder's translation terms need z_lang of the target side")
-        return self.decoder, torch.cat([z_lang, mu_other], 1)
+        return self.decoder, torch.cat([torch.zeros_like(mu_other), mu_other], 1)
 
-    def translation_logits(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor,
-                           z_lang: torch.Tensor | None = None) -> torch.Tensor:
-        """B×T×V logits of the translation term −log p(x_t | z_{l_t}, μ_sem(other side)) of the ``target`` side
-        (``z_lang`` = z_{l_t}; ignored by a separate / BITRANSLATION decoder)."""
-        decoder, condition = self._translation(z_lang, mu_other)
+    def translation_logits(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor) -> torch.Tensor:
+        """B×T×V logits of the translation term −log p(x_t | μ_sem(other side)) of the ``target`` side."""
+        decoder, condition = self._translation(mu_other)
         start = self.language_embeddings(target.language)
         return decoder.logits(encoder.backbone.get_input_embeddings(), start, target.targets, condition)
 
-    def translation_nll(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor,
-                        z_lang: torch.Tensor | None = None) -> torch.Tensor:
+    def translation_nll(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor) -> torch.Tensor:
         """Per-row NLL (B,) of the translation term of the ``target`` side (what ``translation_logits`` scores)."""
-        decoder, condition = self._translation(z_lang, mu_other)
+        decoder, condition = self._translation(mu_other)
         start = self.language_embeddings(target.language)
         return decoder.nll(encoder.backbone.get_input_embeddings(), start, target.targets, target.target_mask,
                            condition)
@@ -175,7 +174,7 @@ class VmsstModel(nn.Module):
         table = encoder.backbone.get_input_embeddings()
         h_a, mu_a = self.semantic_mean(encoder, a)
         h_b, mu_b = self.semantic_mean(encoder, b)
-        metrics = {"active_units_sem": _active_units(torch.cat([mu_a, mu_b]))}
+        metrics = {"active_units_sem": active_units(torch.cat([mu_a, mu_b]))}
         if not self.generative:
             translation = self.translation_nll(encoder, a, mu_b) + self.translation_nll(encoder, b, mu_a)
             metrics["translation_nll"] = translation.detach().mean() / 2
@@ -186,7 +185,7 @@ class VmsstModel(nn.Module):
         mu_lb, logvar_lb = self.language_head(self.language_encoder(table, lang_b, b.ids, b.mask))
         z_la = GaussianHead.sample(mu_la, logvar_la, eps.get("lang_a"))
         z_lb = GaussianHead.sample(mu_lb, logvar_lb, eps.get("lang_b"))
-        translation = self.translation_nll(encoder, a, mu_b, z_la) + self.translation_nll(encoder, b, mu_a, z_lb)
+        translation = self.translation_nll(encoder, a, mu_b) + self.translation_nll(encoder, b, mu_a)
 
         side_b = torch.as_tensor(reads_b, dtype=torch.bool, device=mu_a.device).expand(len(a))[:, None]
         h_s, mu_s = torch.where(side_b, h_b, h_a), torch.where(side_b, mu_b, mu_a)
@@ -203,18 +202,38 @@ class VmsstModel(nn.Module):
             "translation_nll": translation.detach().mean() / 2,
             "reconstruction_nll": reconstruction.detach().mean() / 2, "kl_sem": kl_sem.detach().mean(),
             "kl_lang": kl_lang.detach().mean() / 2, "kl_beta": torch.full((), beta, device=mu_s.device),
-            "active_units_lang": _active_units(torch.cat([mu_la, mu_lb]))})
+            "active_units_lang": active_units(torch.cat([mu_la, mu_lb]))})
         if monitor:
-            with torch.no_grad():
-                own = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([mu_la, mu_a], 1))
-                       + self.decoder.nll(table, lang_b, b.targets, b.target_mask, torch.cat([mu_lb, mu_b], 1)))
-                swapped = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([mu_la, mu_b], 1))
-                           + self.decoder.nll(table, lang_b, b.targets, b.target_mask, torch.cat([mu_lb, mu_a], 1)))
-            metrics.update({"swap_nll_own": own.mean() / 2, "swap_nll_swapped": swapped.mean() / 2})
+            metrics.update(self.swap_probe(encoder, a, b, (mu_la, mu_a), (mu_lb, mu_b)))
         return VmsstOutput(loss, mu_a, mu_b, metrics, z_sem)
 
 
-def _active_units(mu: torch.Tensor, threshold: float = 0.01) -> torch.Tensor:
+    @torch.no_grad()
+    def swap_probe(self, encoder: SentenceEncoder, a: SideBatch, b: SideBatch,
+                   means_a: tuple[torch.Tensor, torch.Tensor],
+                   means_b: tuple[torch.Tensor, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Per-sentence NLLs (means over both sides) that tell whether μ_sem carries the pair's meaning.
+
+        ``means_*`` = (μ_lang, μ_sem) of each side. Reconstruction of each sentence from [μ_lang ; μ_sem] of itself
+        (``swap_nll_own``), of its translation (``swap_nll_swapped``) and of an unrelated pair (the batch rolled by
+        one row, ``swap_nll_unrelated``); and the translation term from an unrelated pair's μ_sem
+        (``translation_nll_unrelated``, to set against ``translation_nll``)."""
+        table = encoder.backbone.get_input_embeddings()
+        (mu_la, mu_a), (mu_lb, mu_b) = means_a, means_b
+        other_a, other_b = mu_a.roll(1, 0), mu_b.roll(1, 0)
+
+        def rec(sem_a: torch.Tensor, sem_b: torch.Tensor) -> torch.Tensor:
+            return (self.decoder.nll(table, self.language_embeddings(a.language), a.targets, a.target_mask,
+                                     torch.cat([mu_la, sem_a], 1))
+                    + self.decoder.nll(table, self.language_embeddings(b.language), b.targets, b.target_mask,
+                                       torch.cat([mu_lb, sem_b], 1))).mean() / 2
+
+        unrelated = (self.translation_nll(encoder, a, other_b) + self.translation_nll(encoder, b, other_a)).mean() / 2
+        return {"swap_nll_own": rec(mu_a, mu_b), "swap_nll_swapped": rec(mu_b, mu_a),
+                "swap_nll_unrelated": rec(other_a, other_b), "translation_nll_unrelated": unrelated}
+
+
+def active_units(mu: torch.Tensor, threshold: float = 0.01) -> torch.Tensor:
     """Dimensions whose posterior mean varies across the rows with Var ≥ ``threshold`` (BGT's ``au``)."""
     if mu.shape[0] < 2:
         return torch.full((), float("nan"), device=mu.device)

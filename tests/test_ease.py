@@ -1,0 +1,315 @@
+"""EASE's paper readings as defaults and the code's as settings (models/objectives/ease.py), and EASE under GradCache.
+
+- defaults: N = 256 in one contrast set, hard-negative weight 0 (Eq. 2), linear W, duplicates kept as negatives;
+- each code reading (``hard_negative_weight: 1``, ``nonlinear: true``) and polysent's ``duplicate_negatives: mask``
+  changes the loss as its docstring says, on a batch with a repeated sentence and a repeated entity, and the counts of
+  kept / masked columns are logged;
+- GradCache (``TrainSettings.grad_cache``) gives the gradients of the direct loss for the encoder *and* the entity
+  head (a trainable module the loss owns), so the paper's contrast set of 256 fits any memory; inside the trainer the
+  loss sequence matches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from conftest import REPO, SAMPLE
+from torch import nn
+
+from models.encoder import SentenceEncoder
+from models.gradcache import embed_and_backward
+from models.objectives.ease import EaseComponent, EaseObjective, ease_entity_loss, ease_loss
+from models.objectives.loss_parts import duplicate_counts
+from models.settings import EncoderSettings, TokenizerSettings, TrainSettings
+from models.tokenizer import train_tokenizer
+
+DIM = 32
+ENCODER = EncoderSettings(hidden_size=DIM, num_layers=2, num_heads=2, intermediate_size=64, max_length=32,
+                          dropout=0.0)
+LOGGER = "polysent.models.objectives.ease"
+
+
+def _premises() -> list[str]:
+    rows = [line.split("\t") for line in (SAMPLE / "xnli" / "dev-en.tsv").read_text(encoding="utf-8").splitlines()]
+    return list(dict.fromkeys(r[0] for r in rows if r and r[0]))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """8 EASE rows: rows 0 and 1 are one sentence with two links (same text), entity Q1 is the positive of rows 0, 2
+    and 4 (same entity); a tokenizer for the tiny encoder."""
+    root = tmp_path_factory.mktemp("ease")
+    s = _premises()
+    texts = [s[0], s[0], s[1], s[2], s[3], s[4], s[5], s[6]]
+    entities = ["Q1", "Q2", "Q1", "Q3", "Q1", "Q4", "Q5", "Q6"]
+    negatives = ["Q7", "Q8", "Q9", "Q10", "Q7", "Q8", "Q9", "Q10"]
+    pq.write_table(pa.table({"page_id": [0, 0, 1, 2, 3, 4, 5, 6], "sent_id": [0] * 8,
+                             "link_no": [0, 1, 0, 0, 0, 0, 0, 0], "text": texts, "entity": entities,
+                             "negative": negatives, "lang": ["en"] * 8}),
+                   root / "hard_negatives.parquet")
+    rng = np.random.default_rng(0)
+    vocab = [f"Q{k}" for k in range(1, 11)]
+    pq.write_table(pa.table({"entity": vocab, "vector": [rng.normal(size=16).tolist() for _ in vocab]}),
+                   root / "entity_vectors.parquet")
+    pq.write_table(pa.table({"text": s}), root / "tok.parquet")
+    train_tokenizer(TokenizerSettings(vocab_size=300), {"t": root / "tok.parquet"}, root)
+    return {"hard_negatives": root / "hard_negatives.parquet", "entity_vectors": root / "entity_vectors.parquet",
+            "tokenizer": root / "tokenizer"}
+
+
+def _encoder(corpus: dict[str, Path], dropout: float = 0.0, seed: int = 0) -> SentenceEncoder:
+    torch.manual_seed(seed)
+    return SentenceEncoder.from_settings(dataclasses.replace(ENCODER, dropout=dropout), corpus["tokenizer"]).train()
+
+
+def _component(corpus: dict[str, Path], student: SentenceEncoder, steps: int = 2, **kw) -> EaseComponent:
+    o = EaseObjective(**{"batch_size": 8, **kw})
+    settings = TrainSettings(objectives=(o,), encoder=ENCODER, steps=steps, device="cpu")
+    tables = {k: corpus[k] for k in ("hard_negatives", "entity_vectors")}
+    return o.build("ease", tables, settings, 0, torch.device("cpu"), student)
+
+
+# ---------------------------------------------------------------------------------------------- defaults
+def test_defaults_are_the_papers_and_the_code_readings_are_settings() -> None:
+    o = EaseObjective()
+    assert (o.batch_size, o.hard_negative_weight, o.nonlinear, o.duplicate_negatives) == (256, 0.0, False, "keep")
+    assert (o.simcse_temperature, o.entity_temperature, o.entity_weight) == (0.05, 10.0, 0.01)
+    code = EaseObjective(batch_size=8, hard_negative_weight=1.0, nonlinear=True, duplicate_negatives="mask")
+    assert (code.batch_size, code.hard_negative_weight, code.nonlinear, code.duplicate_negatives) == (
+        8, 1.0, True, "mask")
+
+
+def test_hard_negative_weight_zero_keeps_the_hard_negative_only_in_the_denominator() -> None:
+    s = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    e = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)  # cos(s, e) = [[1, R], [0, R]]
+    n = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)  # cos(s, n) = [[0, −1], [1, 0]]
+    r, tau = 1 / math.sqrt(2), 10.0
+
+    def ce(logits: list[float], target: int) -> float:
+        return -math.log(math.exp(logits[target]) / sum(math.exp(x) for x in logits))
+
+    def want(w: float) -> float:
+        return (ce([1 / tau, r / tau, 0 + w, -1 / tau], 0) + ce([0, r / tau, 1 / tau, 0 + w], 1)) / 2
+
+    paper = ease_entity_loss(s, e, n, tau)  # the default: Eq. 2
+    code = ease_entity_loss(s, e, n, tau, hard_negative_weight=1.0)
+    assert paper.item() == pytest.approx(want(0.0), rel=1e-12)
+    assert code.item() == pytest.approx(want(1.0), rel=1e-12)
+    assert code.item() > paper.item() + 0.1  # the own hard negative's exp-term × e
+    z2 = s.flip(0)
+    assert ease_loss(s, z2, e, n, entity_temperature=tau).item() == pytest.approx(
+        ease_loss(s, z2, e, n, entity_temperature=tau, hard_negative_weight=0.0).item(), rel=1e-15)
+
+
+def test_nonlinear_false_is_the_linear_w_and_true_the_codes_tanh(corpus: dict[str, Path]) -> None:
+    student = _encoder(corpus)
+    ids = torch.tensor([1, 2, 3, 4])
+    for nonlinear in (False, True):
+        head = _component(corpus, student, nonlinear=nonlinear).modules["entities"]
+        with torch.no_grad():
+            head.embedding.weight.mul_(50)  # pre-activations far outside tanh's linear range
+            pre = head.linear(head.embedding(ids))
+            out = head(ids)
+        assert head.nonlinear is nonlinear
+        if nonlinear:
+            torch.testing.assert_close(out, torch.tanh(pre))
+            assert out.abs().max() <= 1
+        else:
+            torch.testing.assert_close(out, pre)
+            assert out.abs().max() > 1
+
+
+# ---------------------------------------------------------------------------------------------- duplicates
+def _batch_loss(comp: EaseComponent, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+    return comp.batch(0).loss_fn([z1, z2])
+
+
+def test_duplicate_negatives_keep_is_the_equation_and_mask_drops_same_text_and_same_entity_columns(
+        corpus: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    student = _encoder(corpus)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        keep = _component(corpus, student, entity_weight=1.0)
+        mask = _component(corpus, student, entity_weight=1.0, duplicate_negatives="mask")
+    mask.modules.load_state_dict(keep.modules.state_dict())
+    idx = keep.plan.batch(0)
+    assert sorted(idx.tolist()) == list(range(8)) and mask.plan.batch(0).tolist() == idx.tolist()
+    text_ids, ent = keep.text_ids[idx], keep.data.entity[idx]
+    assert duplicate_counts(text_ids) == (2, 2) and duplicate_counts(ent) == (6, 3)
+
+    torch.manual_seed(5)
+    z1, z2 = torch.randn(8, DIM), torch.randn(8, DIM)
+    head = keep.modules["entities"]
+    with torch.no_grad():
+        e, n = head(torch.as_tensor(ent)), head(torch.as_tensor(keep.data.negative[idx]))
+        got_keep, got_mask = _batch_loss(keep, z1, z2), _batch_loss(mask, z1, z2)
+    plain = ease_loss(z1, z2, e, n, entity_weight=1.0)
+    grouped = ease_loss(z1, z2, e, n, entity_weight=1.0, groups=torch.as_tensor(text_ids),
+                        entity_groups=torch.as_tensor(ent))
+    assert got_keep.item() == pytest.approx(plain.item(), rel=1e-5)
+    assert got_mask.item() == pytest.approx(grouped.item(), rel=1e-5)
+    assert got_mask.item() < got_keep.item() - 1e-3  # fewer denominator terms
+
+    # the counts over the run's 2 batches (steps 2 × accumulation 1; one batch = the whole corpus)
+    lines = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert ("objective ease: duplicate_negatives keep: over the run's 2 batches of 8, 4 same-text columns in 4 rows "
+            "(2 batches) kept as negatives (SimCSE term)") in lines
+    assert ("objective ease: duplicate_negatives keep: over the run's 2 batches of 8, 12 same-entity columns in 6 "
+            "rows (2 batches) kept as negatives (entity term)") in lines
+    assert ("objective ease: duplicate_negatives mask: over the run's 2 batches of 8, 12 same-entity columns in 6 "
+            "rows (2 batches) masked from the denominators (entity term)") in lines
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger=LOGGER):
+        mask.batch(1)
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG] == [
+        "objective ease batch 1: 2 same-text columns in 2 rows masked from the denominators (SimCSE term)",
+        "objective ease batch 1: 6 same-entity columns in 3 rows masked from the denominators (entity term)"]
+
+
+def test_duplicate_counts() -> None:
+    assert duplicate_counts(np.array([1, 2, 3])) == (0, 0)
+    assert duplicate_counts(np.array([4, 4, 5, 4, 5, 6])) == (3 * 2 + 2 * 1, 5)
+
+
+# ---------------------------------------------------------------------------------------------- GradCache
+def _zero(params: list[nn.Parameter]) -> None:
+    for p in params:
+        p.grad = None
+
+
+def _grads(named: Iterator[tuple[str, nn.Parameter]]) -> dict[str, torch.Tensor]:
+    out = {}
+    for name, p in named:
+        assert p.grad is not None, f"{name} received no gradient"
+        out[name] = p.grad.detach().clone()
+    return out
+
+
+def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def _named(student: SentenceEncoder, comp: EaseComponent) -> Iterator[tuple[str, nn.Parameter]]:
+    yield from student.named_parameters()
+    yield from (("entities." + k, p) for k, p in comp.modules["entities"].named_parameters())
+
+
+READINGS = {"paper": {}, "code": {"hard_negative_weight": 1.0, "nonlinear": True},
+            "mask": {"duplicate_negatives": "mask"}}
+
+
+@pytest.mark.parametrize("reading", list(READINGS))
+def test_gradcache_gives_the_direct_gradients_of_encoder_and_entity_head(corpus: dict[str, Path],
+                                                                         reading: str) -> None:
+    """Dropout off: GradCache in chunks of 3 (8 = 3 + 3 + 2 per view) against one direct backward of the batch."""
+    student = _encoder(corpus)
+    comp = _component(corpus, student, entity_weight=1.0, **READINGS[reading])
+    batch = comp.batch(0)
+    params = [p for _, p in _named(student, comp)]
+    runs = {}
+    for mini_batch in (None, 3):
+        _zero(params)
+        loss = embed_and_backward(student, batch.columns, batch.loss_fn, mini_batch=mini_batch, scale=0.5)
+        runs[mini_batch] = (float(loss), _grads(_named(student, comp)))
+    (plain_loss, plain), (cached_loss, cached) = runs[None], runs[3]
+    assert cached_loss == pytest.approx(plain_loss, abs=1e-6)
+    assert max(float(g.abs().max()) for g in plain.values()) > 1e-2  # the tolerance below is meaningful
+    assert _max_diff(cached, plain) <= 1e-5
+    head = {k: v for k, v in cached.items() if k.startswith("entities.")}
+    assert set(head) == {"entities.embedding.weight", "entities.linear.weight", "entities.linear.bias"}
+    assert all(float(g.abs().max()) > 1e-4 for g in head.values())  # the entity term reaches the head
+    assert _max_diff(head, {k: plain[k] for k in head}) <= 1e-6
+
+
+def test_gradcache_with_dropout_equals_the_same_chunks_embedded_with_grad(corpus: dict[str, Path]) -> None:
+    """Dropout on (the two SimCSE views differ): GradCache's replayed RNG gives the gradients of the chunks its first
+    pass embedded, for the encoder and the entity head."""
+    student = _encoder(corpus, dropout=0.1)
+    comp = _component(corpus, student, entity_weight=1.0)
+    batch = comp.batch(0)
+    params = [p for _, p in _named(student, comp)]
+    _zero(params)
+    torch.manual_seed(11)
+    embs = [torch.cat([student(col[i:i + 3]) for i in range(0, len(col), 3)]) for col in batch.columns]
+    assert not torch.allclose(embs[0], embs[1], atol=1e-4)  # two dropout views
+    ref_loss = batch.loss_fn(embs)
+    ref_loss.backward()
+    reference = _grads(_named(student, comp))
+    _zero(params)
+    torch.manual_seed(11)
+    loss = embed_and_backward(student, batch.columns, batch.loss_fn, mini_batch=3)
+    assert float(loss) == pytest.approx(float(ref_loss.detach()), abs=1e-6)
+    assert _max_diff(_grads(_named(student, comp)), reference) <= 1e-5
+
+
+def test_ease_trains_under_grad_cache_like_the_direct_loss(tmp_path: Path, corpus: dict[str, Path]) -> None:
+    """Inside the trainer (dropout off): the paper's reading with GradCache mini-batches of 3 gives the loss sequence
+    of whole-batch back-propagation, entity head included (its update changes the next steps' losses)."""
+    from models.train import train
+
+    settings = TrainSettings(objectives=(EaseObjective(batch_size=8, entity_weight=1.0),), encoder=ENCODER, steps=4,
+                             lr=1e-3, warmup_steps=1, seed=3, device="cpu")
+    tables = {k: corpus[k] for k in ("hard_negatives", "entity_vectors")}
+    losses = {}
+    for cache in (None, 3):
+        out = tmp_path / f"cache-{cache}"
+        train(dataclasses.replace(settings, grad_cache=cache), tables, out, tokenizer_dir=corpus["tokenizer"],
+              progress=False, keep_checkpoints_after=False)
+        losses[cache] = pq.read_table(out / "train_steps.parquet").column("loss").to_pylist()
+    assert len(losses[None]) == 4 and losses[None][0] != losses[None][-1]
+    np.testing.assert_allclose(losses[3], losses[None], rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------- the bench
+def test_replication_conditions_compare_contrast_sets_at_equal_pairs_per_update(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/replications.py ``ease``: EASE+SimCSE and SimCSE at 256 pairs per update, as one contrast set through
+    GradCache (``[256]``) and as 32 accumulated micro-batches of 8 (``[8x32]``); ``_train`` applies the overrides."""
+    import argparse
+
+    import models.train
+    from bench.replications import EASE_CONTRAST_STEPS, _ease_conditions, _train
+
+    conditions = {c.name: c for c in _ease_conditions(argparse.Namespace(scale=1, secondary_seeds=3))}
+    assert list(conditions) == ["ease+simcse", "simcse", "ease+simcse[256]", "simcse[256]", "ease+simcse[8x32]",
+                                "simcse[8x32]"]
+    for name in ("ease+simcse", "simcse"):
+        big, small = conditions[f"{name}[256]"], conditions[f"{name}[8x32]"]
+        (o_big,), (o_small,) = big.objectives, small.objectives
+        assert (o_big.batch_size, dict(big.train)) == (256, {"grad_cache": 64})
+        assert (o_small.batch_size, dict(small.train)) == (8, {"grad_accumulation": 32})
+        assert dataclasses.replace(o_big, batch_size=8) == o_small  # nothing else differs
+        assert big.steps == small.steps == EASE_CONTRAST_STEPS
+        assert (o_big.entity_weight == 0.0) is (name == "simcse")
+    seen: list[TrainSettings] = []
+
+    def capture(settings: TrainSettings, *a: object, **kw: object) -> None:
+        seen.append(settings)
+        raise RuntimeError("captured")
+
+    monkeypatch.setattr(models.train, "train", capture)
+    for name in ("simcse[256]", "simcse[8x32]"):
+        with pytest.raises(RuntimeError, match="captured"):
+            _train(conditions[name], "start", {}, tmp_path / name, steps=2, lr=2e-5, seed=13, device="cpu",
+                   encoder={})
+    assert [(s.grad_cache, s.grad_accumulation, s.steps) for s in seen] == [(64, 1, 2), (None, 32, 2)]
+    assert [s.objectives[0].batch_size * s.grad_accumulation for s in seen] == [256, 256]
+
+
+def test_entity_vectors_train_five_iterations_unless_a_config_says_otherwise() -> None:
+    """Wikipedia2Vec's default of 5 passes, which the EASE paper kept; the sample pipeline's explicit 1 stays."""
+    from flows.config import load_config
+    from pipelines.wikipedia.entity_vectors import EntityVectorSettings
+
+    assert EntityVectorSettings().iterations == 5
+    assert load_config(REPO / "configs" / "default.yaml").corpora.entity_vectors.iterations == 1
+    assert load_config(REPO / "configs" / "paper" / "ease-mbert.yaml").corpora.entity_vectors.iterations == 5
