@@ -713,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[13, 14, 15])
     ap.add_argument("--scale", type=int, default=1, help="× steps and × batch (10 = the GPU setting)")
     ap.add_argument("--steps", type=int, default=None, help="steps at scale 1 (default: the part's)")
-    ap.add_argument("--scalings", nargs="+", default=["none", "row_detached"], help="mpcl: scaling readings")
+    ap.add_argument("--scalings", nargs="+", default=["none", "row_detached", "row"], help="mpcl: scaling readings")
     ap.add_argument("--secondary-seeds", type=int, default=3, help="seeds of the secondary comparisons (soft_label: "
                     "Average, TMS, MiniLM teacher)")
     ap.add_argument("--only", nargs="*", default=None, help="only these condition names")

@@ -330,7 +330,7 @@ def test_vmsst_contrastive_is_infonce_plus_lambda_times_the_vmsst_loss(corpora: 
     idx = c.plan.batch(step)
     _, mu_a = VmsstModel.semantic_mean(student, c.side(list(idx), "a"))
     _, mu_b = VmsstModel.semantic_mean(student, c.side(list(idx), "b"))
-    contrastive = dot_product_info_nce(mu_a, mu_b, groups=c.ids(c.pairs.meaning[idx]))
+    contrastive = dot_product_info_nce(mu_a, mu_b)  # duplicate_negatives keep: no same-meaning mask
     torch.testing.assert_close(contrastive.detach(), metrics["contrastive_loss"])
     g_con = _student_grads(student, contrastive)
     # the VMSST loss alone: variant vmsst on the same initialisation, batch and noise
@@ -679,7 +679,7 @@ def test_contrastive_baseline_and_dropout_follow_the_paper(corpora: dict[str, Pa
         loss_eval, _ = c.batch(0).direct()
         _, mu_a = VmsstModel.semantic_mean(student, c.side(list(idx), "a"))
         _, mu_b = VmsstModel.semantic_mean(student, c.side(list(idx), "b"))
-    torch.testing.assert_close(loss_eval, dot_product_info_nce(mu_a, mu_b, groups=c.ids(c.pairs.meaning[idx])))
+    torch.testing.assert_close(loss_eval, dot_product_info_nce(mu_a, mu_b))
     assert set(metrics) == {"contrastive_loss", "active_units_sem"} and float(loss.detach()) > 0
     for variant in ("vmsst", "bitranslation", "vmsst_contrastive"):
         caplog.clear()
@@ -694,3 +694,30 @@ def test_contrastive_baseline_and_dropout_follow_the_paper(corpora: dict[str, Pa
     res = _train(_settings(VmsstObjective(variant="contrastive", batch_size=8), steps=3), corpora, tmp_path / "c")
     t = pq.read_table(tmp_path / "c" / res.tables["train_steps"]).to_pydict()
     assert all(v is not None and v > 0 for v in t["contrastive_loss"])
+
+
+def test_duplicate_negatives_keep_is_the_equation_and_mask_drops_same_meaning_pairs(
+        corpora: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    """Pairs sharing a pivot sentence (one meaning) stay negatives of each other by default (the paper's equation);
+    ``mask`` drops them from the denominators; both log the run's count."""
+    losses, counts = {}, {}
+    for mode in ("keep", "mask"):
+        caplog.clear()
+        o = VmsstObjective(variant="contrastive", batch_size=32, duplicate_negatives=mode)
+        with caplog.at_level("INFO", logger="polysent.models.objectives.vmsst"):
+            student, c = _component(_settings(o), corpora)
+        line = next(r.getMessage() for r in caplog.records if "duplicate_negatives" in r.getMessage())
+        counts[mode] = int(line.split(", ")[1].split()[0])
+        assert ("masked from the denominators" if mode == "mask" else "kept as negatives") in line
+        student.eval()
+        step = next(k for k in range(4) if len(set(c.pairs.meaning[c.plan.batch(k)].tolist())) < 32)
+        with torch.no_grad():
+            losses[mode] = float(c.batch(step).direct()[0])
+            idx = c.plan.batch(step)
+            meaning = c.ids(c.pairs.meaning[idx])
+            _, mu_a = VmsstModel.semantic_mean(student, c.side(list(idx), "a"))
+            _, mu_b = VmsstModel.semantic_mean(student, c.side(list(idx), "b"))
+        expected = dot_product_info_nce(mu_a, mu_b, groups=meaning if mode == "mask" else None)
+        assert losses[mode] == pytest.approx(float(expected), rel=1e-5)
+        assert len(set(meaning.tolist())) < len(idx)  # the batch has pairs of one meaning: the modes can differ
+    assert counts["keep"] == counts["mask"] > 0 and losses["keep"] != pytest.approx(losses["mask"])

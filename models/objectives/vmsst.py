@@ -39,6 +39,7 @@ from models.components import Component, StepBatch, gathered, pair_corpus
 from models.lazy_torch import torch
 from models.objective_registry import Objective, objective
 from models.objectives.contrastive import info_nce
+from models.objectives.loss_parts import DuplicateNegatives, DuplicateTally
 from models.sampling import step_rng
 from models.settings import AtLeastOne, Dropout, NonNegative, NonNegativeInt, PairData, Positive, pair_tables
 
@@ -73,11 +74,13 @@ class VmsstObjective(Objective):
     * ``contrastive`` (baseline): L_CONTRASTIVE alone on μ_sem, no decoder (= ``vmsst_contrastive`` at λ_vc = 0).
 
     ``contrastive_similarity``: ``dot`` (default, the paper's p(s_i | t_i) = exp(s_i·t_i) / Σ_j exp(s_i·t_j), no
-    temperature) or ``cosine`` (cos / ``contrastive_temperature``, this code's former reading); symmetric, pairs of
-    one meaning masked from each other's denominators. ``semantic_dropout``: whether the student keeps its dropout
-    (unset: the paper's — off for BITRANSLATION, VMSST-CONTRASTIVE and VMSST, on for CONTRASTIVE). Turning it off sets
-    every dropout of the student to 0 for the whole run (logged with the count), so it also holds for any other
-    objective trained beside this one.
+    temperature) or ``cosine`` (cos / ``contrastive_temperature``, this code's former reading); symmetric.
+    ``duplicate_negatives``: ``keep`` (default, the paper's equation: every other pair of the batch is a negative,
+    another pair with the same pivot sentence included) or ``mask`` (pairs of one meaning out of each other's
+    denominators, this code's former behaviour); the counts are logged. ``semantic_dropout``: whether the student
+    keeps its dropout (unset: the paper's — off for BITRANSLATION, VMSST-CONTRASTIVE and VMSST, on for CONTRASTIVE).
+    Turning it off sets every dropout of the student to 0 for the whole run (logged with the count), so it also holds
+    for any other objective trained beside this one.
 
     ``translation_decoder`` (variants with language variables): ``shared`` (the paper: "a single decoder for all
     languages", the translation terms read the same decoder as the ELBO, conditioned on [0 ; μ_sem of the other
@@ -110,6 +113,7 @@ class VmsstObjective(Objective):
     vmsst_weight: NonNegative | None = None
     contrastive_similarity: Literal["dot", "cosine"] = "dot"
     contrastive_temperature: Positive = 0.05
+    duplicate_negatives: DuplicateNegatives = "keep"
     semantic_dropout: bool | None = None
     translation_decoder: Literal["shared", "separate"] = "shared"
     semantic_side: Literal["rows", "steps"] = "rows"
@@ -178,6 +182,9 @@ class VmsstComponent(Component):
         elif o.vmsst_weight is not None:
             raise ValueError(f"objective {name}: vmsst_weight (λ on the VMSST loss next to the InfoNCE) applies to "
                              f"variant vmsst_contrastive, not {o.variant!r}")
+        self.tally = (DuplicateTally(log, name, "contrastive term", "same-meaning", o.duplicate_negatives,
+                                     self.pairs.meaning, self.plan, settings.steps * settings.grad_accumulation)
+                      if self.contrastive else None)
         for key in ("monitor_every", "free_bits", "dropout", "vmsst_weight"):
             if (getattr(o, key) or 0) < 0:
                 raise ValueError(f"objective {name}: {key} must be ≥ 0 (monitor_every 0 switches the swap probe off),"
@@ -313,7 +320,11 @@ class VmsstComponent(Component):
         update, total = step // self.accum, len(idx)
         every = self.objective.monitor_every
         monitor = every > 0 and step % self.accum == 0 and update % every == 0
-        meaning = self.ids(self.pairs.meaning[idx]) if self.contrastive else None
+        meaning = None
+        if self.tally is not None:
+            self.tally.batch(idx, step)
+            if self.objective.duplicate_negatives == "mask":
+                meaning = self.ids(self.pairs.meaning[idx])
         if self.objective.variant == "contrastive":  # the paper's CONTRASTIVE baseline: μ_sem of both sides only
 
             def contrastive_only() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
