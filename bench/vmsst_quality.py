@@ -38,6 +38,7 @@ Protocol (the project's own stage functions, into ``--work``, rebuilt on every r
 
     python -m bench.vmsst_quality [--data ../shared/data] [--steps 1500] [--batch 64] [--seeds 13 14 15]
     python -m bench.vmsst_quality --quick        # smoke test: 20 steps, tiny model; its numbers mean nothing
+    python -m bench.vmsst_quality --summary data/bench/vmsst_quality-<time>.parquet   # the README table of a run
     make bench-vmsst-quality
 
 Without the shared data the script says so and exits 0.
@@ -211,7 +212,7 @@ def objective(method: str, batch: int, steps: int) -> Any:
     if method == "CONTRASTIVE":  # the paper's baseline: dot-product softmax on μ_sem, dropout on
         return VmsstObjective(variant="contrastive", batch_size=batch)
     if method == "BITRANSLATION":
-        return VmsstObjective(variant="bitranslation", batch_size=batch)
+        return VmsstObjective(variant="bitranslation", batch_size=batch, monitor_every=max(1, steps // 10))
     variant = "vmsst_contrastive" if method == "VMSST-CONTRASTIVE" else "vmsst"
     return VmsstObjective(variant=variant, batch_size=batch, kl_anneal_steps=10 * steps, language_layers=1,
                           monitor_every=max(1, steps // 10))
@@ -239,10 +240,22 @@ def train_one(method: str, tables: dict[str, Any], out: Path, a: argparse.Namesp
     model = SentenceEncoder.load(out / "model", pick_device("auto"))
     result = score(model, tables, a.max_pairs)
     last = {k: next((v for v in reversed(col) if v is not None), None) for k, col in steps.items()}
+    last.update(probe_at_last_monitor(steps))
     result["curves"] = {k: curve(steps[k]) for k in ("loss", "translation_nll", "contrastive_loss") if k in steps}
     result.update({"train_seconds": wall, "step_seconds": statistics.median(steps["seconds"][1:] or steps["seconds"]),
                    "final_loss": res.stats["final_loss"], "last": last, "device": res.stats["device"]})
     return result
+
+
+def probe_at_last_monitor(steps: dict[str, list[Any]]) -> dict[str, Any]:
+    """The probe columns and the translation NLL of the last update that ran the probe (one step, so the gap between
+    the pair's and an unrelated pair's μ_sem compares like with like); {} when the probe never ran."""
+    col = steps.get("translation_nll_unrelated") or []
+    at = next((i for i in range(len(col) - 1, -1, -1) if col[i] is not None), None)
+    if at is None:
+        return {}
+    keys = ("translation_nll", "translation_nll_unrelated", "swap_nll_own", "swap_nll_swapped", "swap_nll_unrelated")
+    return {**{k: steps[k][at] for k in keys if k in steps}, "probe_step": steps["step"][at] if "step" in steps else at}
 
 
 def curve(values: list[float | None], windows: int = 10) -> list[float]:
@@ -256,6 +269,38 @@ def _line(res: dict[str, Any]) -> str:
     xs = " ".join(f"{k} {v:.1f}" for k, v in res["xsim"].items())
     return (f"tatoeba mean {res['tatoeba_mean']:.2f} [{tat}]  xSIM mean {res['xsim_mean']:.2f} % [{xs}]  STS17 "
             f"{res['sts17_mean']:.2f}")
+
+
+def summary_table(rows: list[dict[str, Any]], runs: Path | None = None) -> str:
+    """Markdown table of one run's rows: mean ± std over seeds per method of Tatoeba, xSIM, STS17, z_sem's active
+    units, the probe gap (translation NLL from an unrelated pair's μ_sem minus from the translation's, nats a
+    sentence; 0 = μ_sem unused) and the loss's last two curve windows (flat when equal)."""
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    out = ["| method | seeds | Tatoeba acc. | xSIM error % | STS17 ρ | active units z_sem | probe gap (nats) | loss, "
+           "windows 9 → 10 |", "|---|---|---|---|---|---|---|---|"]
+    for m in methods:
+        rs = [r for r in rows if r["method"] == m]
+
+        def col(key: str, rs: list[dict[str, Any]] = rs) -> str:
+            xs = [r[key] for r in rs if r.get(key) is not None and np.isfinite(r[key])]
+            return _ms(xs) if xs else "—"
+
+        for r in rs:
+            steps_file = runs / f"{m.lower()}-{r.get('seed')}" / "train_steps.parquet" if runs else None
+            if steps_file is not None and steps_file.is_file():  # the probe read at one step from the run's log
+                import pyarrow.parquet as pq
+
+                r.update(probe_at_last_monitor(pq.read_table(steps_file).to_pydict()))
+            if r.get("translation_nll_unrelated") is not None and r.get("translation_nll") is not None:
+                r["probe_gap"] = r["translation_nll_unrelated"] - r["translation_nll"]
+            if r.get("curve_loss"):
+                c = json.loads(r["curve_loss"])
+                r["loss_w9"], r["loss_w10"] = c[-2], c[-1]
+        tail = (f"{col('loss_w9')} → {col('loss_w10')}" if any("loss_w9" in r for r in rs) else "—")
+        seeds = ", ".join(str(r["seed"]) for r in rs if r.get("seed") is not None) or "—"
+        out.append(f"| {m} | {seeds} | {col('tatoeba_mean')} | {col('xsim_mean')} | {col('sts17_mean')} | "
+                   f"{col('active_units_sem')} | {col('probe_gap')} | {tail} |")
+    return "\n".join(out)
 
 
 def _ms(xs: list[float]) -> str:
@@ -279,7 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-pairs", type=int, default=1000, help="Tatoeba pairs per language scored")
     ap.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     ap.add_argument("--quick", action="store_true", help="smoke test: 20 steps, tiny model, small corpus")
+    ap.add_argument("--summary", type=Path, default=None, help="print the table of a run's bench_results file")
     a = ap.parse_args(argv)
+    if a.summary is not None:
+        import pyarrow.parquet as pq
+
+        print(summary_table(pq.read_table(a.summary).to_pylist(), a.work / "runs"))
+        return 0
     if a.quick:
         a.steps, a.hidden, a.layers, a.vocab, a.quota, a.max_pairs, a.seeds = 20, 64, 1, 2000, 300, 200, a.seeds[:1]
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -286,7 +286,8 @@ def test_bitranslation_and_vmsst_contrastive_run_on_the_same_code(corpora: dict[
     model = c.modules["vmsst"]
     assert not hasattr(model, "decoder") and not hasattr(model, "language_encoder")
     loss, metrics = c.batch(0).direct()
-    assert set(metrics) == {"translation_nll", "active_units_sem"}
+    assert set(metrics) == {"translation_nll", "active_units_sem", "translation_nll_unrelated"}  # update 0: probe
+    assert set(c.batch(1).direct()[1]) == {"translation_nll", "active_units_sem"}
     assert float(loss.detach()) == pytest.approx(2 * float(metrics["translation_nll"]), rel=1e-5)
     # active units of z_sem count over μ_sem of both sides in every variant: same student, same batch → same count
     _, cv = _component(_settings(VmsstObjective(batch_size=8, monitor_every=0)), corpora)

@@ -178,6 +178,11 @@ class VmsstModel(nn.Module):
         if not self.generative:
             translation = self.translation_nll(encoder, a, mu_b) + self.translation_nll(encoder, b, mu_a)
             metrics["translation_nll"] = translation.detach().mean() / 2
+            if monitor:  # the probe's translation half: an unrelated pair's μ_sem (the batch rolled by one row)
+                with torch.no_grad():
+                    metrics["translation_nll_unrelated"] = (
+                        self.translation_nll(encoder, a, mu_b.roll(1, 0))
+                        + self.translation_nll(encoder, b, mu_a.roll(1, 0))).mean() / 2
             return VmsstOutput(vmsst_loss(translation), mu_a, mu_b, metrics)
 
         lang_a, lang_b = self.language_embeddings(a.language), self.language_embeddings(b.language)
