@@ -19,7 +19,9 @@ def append_results(data_root: Path, benchmark: str, rows: list[dict[str, Any]]) 
     from warehouse.atomic import atomic_path
 
     now = dt.datetime.now(dt.UTC)
-    table = pa.Table.from_pylist([{**r, "host": platform.node(), "cpus": os.cpu_count()} for r in rows])
+    keys = list(dict.fromkeys(k for r in rows for k in r))  # every row's keys: from_pylist reads the first row's only
+    table = pa.Table.from_pylist([{**{k: r.get(k) for k in keys}, "host": platform.node(), "cpus": os.cpu_count()}
+                                  for r in rows])
     table = table.append_column("measured_at", pa.array([now] * len(rows), pa.timestamp("us", tz="UTC")))
     folder = data_root / "bench"
     folder.mkdir(parents=True, exist_ok=True)
