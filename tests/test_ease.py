@@ -23,6 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from conftest import REPO, SAMPLE
+from grad_compare import grads as _grads
+from grad_compare import max_diff as _max_diff
+from grad_compare import zero_grads as _zero
 from torch import nn
 
 from models.encoder import SentenceEncoder
@@ -180,24 +183,6 @@ def test_duplicate_counts() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- GradCache
-def _zero(params: list[nn.Parameter]) -> None:
-    for p in params:
-        p.grad = None
-
-
-def _grads(named: Iterator[tuple[str, nn.Parameter]]) -> dict[str, torch.Tensor]:
-    out = {}
-    for name, p in named:
-        assert p.grad is not None, f"{name} received no gradient"
-        out[name] = p.grad.detach().clone()
-    return out
-
-
-def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    assert a.keys() == b.keys()
-    return max(float((a[k] - b[k]).abs().max()) for k in a)
-
-
 def _named(student: SentenceEncoder, comp: EaseComponent) -> Iterator[tuple[str, nn.Parameter]]:
     yield from student.named_parameters()
     yield from (("entities." + k, p) for k, p in comp.modules["entities"].named_parameters())

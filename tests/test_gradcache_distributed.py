@@ -23,6 +23,9 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from grad_compare import grads as _grads
+from grad_compare import max_diff as _max_diff
+from grad_compare import zero_grads as _zero
 from torch import nn
 
 from models import distributed, gradcache
@@ -58,24 +61,6 @@ def _encoder(tok_dir: Path, dropout: float, seed: int = 0) -> SentenceEncoder:
 def _projection(seed: int = 1) -> nn.Linear:
     torch.manual_seed(seed)
     return nn.Linear(DIM, 16)
-
-
-def _zero(params: list[nn.Parameter]) -> None:
-    for p in params:
-        p.grad = None
-
-
-def _grads(named: Iterator[tuple[str, nn.Parameter]]) -> dict[str, torch.Tensor]:
-    out = {}
-    for name, p in named:
-        assert p.grad is not None, f"{name} received no gradient"
-        out[name] = p.grad.detach().clone()
-    return out
-
-
-def _max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    assert a.keys() == b.keys()
-    return max(float((a[k] - b[k]).abs().max()) for k in a)
 
 
 def _chunks(texts: list[str], size: int) -> list[list[str]]:

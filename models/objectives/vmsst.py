@@ -39,7 +39,14 @@ from models.components import Component, StepBatch, gathered, pair_corpus
 from models.lazy_torch import torch
 from models.objective_registry import Objective, objective
 from models.objectives.contrastive import info_nce
-from models.objectives.loss_parts import DuplicateNegatives, DuplicateTally
+from models.objectives.loss_parts import (
+    DuplicateNegatives,
+    DuplicateTally,
+    check_ids,
+    check_pair,
+    diagonal_ce,
+    same_group_mask,
+)
 from models.sampling import step_rng
 from models.settings import AtLeastOne, Dropout, NonNegative, NonNegativeInt, PairData, Positive, pair_tables
 
@@ -368,16 +375,12 @@ def dot_product_info_nce(s: torch.Tensor, t: torch.Tensor, groups: torch.Tensor 
     on raw dot products of the B×d embeddings (no normalisation, no temperature), both directions averaged:
     −½ (mean_i log p(s_i | t_i) + mean_i log p(t_i | s_i)). ``groups`` (B,): j ≠ i with the same id (another pair
     of the same meaning) is removed from row i's and column i's denominators."""
-    from models.objectives.loss_parts import check_ids, check_pair
-
     n, _ = check_pair(s, t, "s", "t")
     groups = check_ids(groups, "groups", n)
     logits = s.float() @ t.float().T
     if groups is not None:
-        same = (groups[:, None] == groups[None, :]) & ~torch.eye(n, dtype=torch.bool, device=logits.device)
-        logits = logits.masked_fill(same, float("-inf"))
-    target = torch.arange(n, device=logits.device)
-    return (torch.nn.functional.cross_entropy(logits, target) + torch.nn.functional.cross_entropy(logits.T, target)) / 2
+        logits = logits.masked_fill(same_group_mask(groups, logits.device), float("-inf"))
+    return (diagonal_ce(logits) + diagonal_ce(logits.T)) / 2
 
 
 def disable_dropout(module: torch.nn.Module) -> int:
