@@ -432,7 +432,21 @@ def cmd_export_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiment(args: argparse.Namespace) -> int:
+    """``polysent experiment …``: ``experiments.cli`` (which needs no Prefect: ``python -m experiments`` is the same
+    command on a machine without it)."""
+    from experiments.cli import main as experiment_main
+
+    return experiment_main(args.args or ["--help"], prog="polysent experiment")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = next((i for i, x in enumerate(argv) if not x.startswith("-")), None)
+    if first is not None and argv[first] == "experiment":  # its own parser, options and --help included
+        from experiments.cli import main as experiment_main
+
+        return experiment_main(argv[:first] + argv[first + 1:], prog="polysent experiment")
     _setup_env()
     p = argparse.ArgumentParser(prog="polysent", description="Multilingual sentence-embedding pipeline.")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -518,6 +532,11 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
     ex.add_argument("--config", type=Path, default=None, help="take the data root from this config")
     ex.set_defaults(fn=cmd_export_results)
+
+    exp = sub.add_parser("experiment", help="the experiments' ledger: status, run, tables, gpu-drain, merge "
+                                            "(`polysent experiment --help`)", add_help=False)
+    exp.add_argument("args", nargs=argparse.REMAINDER)
+    exp.set_defaults(fn=cmd_experiment)
 
     from flows.export_model_command import add_parser as add_export_model_parser
     from flows.mine_command import add_parser as add_mine_parser

@@ -26,7 +26,7 @@ Every stage writes into its own folder under ``out`` (named as the DAG's nodes: 
 DAG hands them to training (``ArtifactRef.table_path``): ``hard_negatives/hard_negatives`` (hive-partitioned by
 ``lang``) and ``entity_vectors/entity_vectors.parquet``, read by ``models.corpus_tables.load_entity_pairs``.
 
-    python -m bench.replication_wiki [--data DIR] [--out DIR]
+    python -m experiments.ease_corpus [--data DIR] [--out DIR]
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import sys
 import time
@@ -45,6 +44,7 @@ import pyarrow.dataset as ds
 import yaml
 
 from contract import StageResult
+from experiments.paths import REPO, SHARED, WORK
 from pipelines.wikidata import WikidataSettings, build_entities
 from pipelines.wikipedia.dump_reader import dump_kind, sibling_index
 from pipelines.wikipedia.entities import EntitySettings, build_entity_tables
@@ -53,8 +53,6 @@ from pipelines.wikipedia.extract import WikiSettings, build_wiki_shard, shard_ra
 from pipelines.wikipedia.hard_negatives import HardNegativeSettings, build_hard_negatives
 from pipelines.wikipedia.resolve import build_wiki_language
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("POLYSENT_SHARED_DATA", REPO.parent / "shared" / "data"))
 CONFIG = REPO / "configs" / "examples" / "shared-data-ease.yaml"
 
 FALLBACK_VECTORS = EntityVectorSettings(mode="train", language="en", dim=768, pool_size=1)
@@ -62,7 +60,7 @@ FALLBACK_VECTORS = EntityVectorSettings(mode="train", language="en", dim=768, po
 defaults of the project (5 iterations, window 5, 5 negatives, min counts 5, link graph and mention DB on,
 ``word_neg_power`` 0.75), one worker (bit-reproducible, and it leaves a core to other jobs)."""
 
-log = logging.getLogger("polysent.bench.replication_wiki")
+log = logging.getLogger("polysent.experiments.ease_corpus")
 
 
 def _config(config: Path) -> dict[str, Any]:
@@ -191,7 +189,7 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (POLYSENT_SHARED_DATA)")
-    p.add_argument("--out", type=Path, default=REPO / "data" / "bench" / "replication-wiki",
+    p.add_argument("--out", type=Path, default=WORK / "ease-corpus",
                    help="work folder (replaced)")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

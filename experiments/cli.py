@@ -1,0 +1,200 @@
+"""``polysent experiment …`` (also ``python -m experiments …``, which needs no Prefect): the experiments' ledger.
+
+    status [QUESTION …]                     done / stale / pending rows, with estimated CPU and GPU time
+    run QUESTION [--seeds …] [--scale …]    run the pending CPU rows (a kill loses only the row in flight)
+    tables [--check]                        regenerate every RESULTS.md (--check: exit 1 where one differs)
+    prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)
+    gpu-drain --out DIR [--deadline S]      on a GPU machine: every pending GPU row, rows → DIR/rows.jsonl
+    merge PATH                              rows returned by a drain → the ledgers
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from experiments.paths import SHARED
+
+
+def _questions(names: list[str]) -> list[str]:
+    from experiments.question import questions
+
+    known = questions()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown question(s) {', '.join(unknown)}; questions: {', '.join(known)}")
+    return names or known
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    from experiments.plan import plan, status_lines
+    from experiments.question import load_question
+
+    for name in _questions(a.questions):
+        q = load_question(name)
+        print("\n".join(status_lines(q, plan(q))))
+    return 0
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from experiments.plan import plan
+    from experiments.question import load_question
+    from experiments.runner import run_row, score_start
+
+    q = load_question(_questions([a.question])[0])
+    todo = [p for p in plan(q) if p.state != "done" and (a.include_gpu_rows or p.runs_on == "cpu")
+            and (not a.seeds or p.key.seed in a.seeds or p.key.condition == "start")
+            and (not a.scale or p.key.scale in a.scale or p.key.condition == "start")
+            and (not a.only or p.key.condition in a.only)]
+    print(f"{q.name}: {len(todo)} rows to run" + (f" (at most {a.max_rows})" if a.max_rows else ""), flush=True)
+    t0, done = time.perf_counter(), 0
+    for p in todo:
+        if a.max_rows and done >= a.max_rows:
+            break
+        if a.budget and p.cpu_seconds and time.perf_counter() - t0 + p.cpu_seconds > a.budget:
+            print(f"budget {a.budget:.0f} s: {p.key} not started", flush=True)
+            continue
+        t1 = time.perf_counter()
+        if p.key.condition == "start":
+            row = score_start(q, device=a.device)
+        else:
+            row = run_row(q, p.condition, p.key.seed, p.key.scale, device=a.device)
+        done += 1
+        figs = "  ".join(f"{k} {v:.2f}" for k, v in row["metrics"].items() if "." not in k or
+                         (k.startswith("decision.") and k.count(".") == 1))
+        print(f"{q.name} {p.key}: {figs} ({time.perf_counter() - t1:.0f} s)", flush=True)
+    if done:
+        _tables([q.name], check=False)
+    return 0
+
+
+def cmd_run_row(a: argparse.Namespace) -> int:
+    from experiments.question import load_question
+    from experiments.runner import run_row
+
+    q = load_question(a.question)
+    run_row(q, q.condition(a.condition), a.seed, a.scale, device=a.device, results=a.results, origin=a.origin)
+    return 0
+
+
+def _tables(names: list[str], check: bool) -> int:
+    from experiments.ledger import read_rows
+    from experiments.pages import render
+    from experiments.plan import plan
+    from experiments.question import load_question
+
+    differ = []
+    for name in names:
+        q = load_question(name)
+        rows = read_rows(q.results)
+        text = render(q, rows, plan(q, rows))
+        page = q.folder / "RESULTS.md"
+        old = page.read_text(encoding="utf-8") if page.exists() else None
+        if old != text:
+            differ.append(str(page))
+            if not check:
+                tmp = page.with_name(".RESULTS.md.tmp")
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, page)
+    if check and differ:
+        print("RESULTS.md differs from its ledger: " + ", ".join(differ) + " (run `polysent experiment tables`)")
+        return 1
+    print(("regenerated: " + ", ".join(differ)) if differ else "every RESULTS.md is up to date")
+    return 0
+
+
+def cmd_tables(a: argparse.Namespace) -> int:
+    return _tables(_questions(a.questions), a.check)
+
+
+def cmd_prepare(a: argparse.Namespace) -> int:
+    from experiments.kits import pack_start_model, prepare
+
+    m = prepare(a.kit, a.data)
+    print(f"kit {a.kit}: built in {m['build_seconds']:.0f} s; stats {m['stats']}")
+    if a.pack_start:
+        print(f"packed start: {pack_start_model(a.kit)}")
+    return 0
+
+
+def cmd_gpu_drain(a: argparse.Namespace) -> int:
+    from experiments.drain import drain
+
+    drain(a.out, deadline=a.deadline, workers=a.workers, names=a.questions or None, include_cpu=a.include_cpu_rows,
+          device=a.device, dry_run=a.dry_run)
+    return 0
+
+
+def cmd_merge(a: argparse.Namespace) -> int:
+    from experiments.drain import merge
+
+    counts = merge(a.path)
+    print(f"merged: {counts}")
+    return _tables(sorted(counts), check=False) if counts else 0
+
+
+def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="log what is read, trained and written")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("status", help="done / stale / pending rows with estimated CPU and GPU time")
+    s.add_argument("questions", nargs="*", help="default: every question")
+    s.set_defaults(fn=cmd_status)
+    r = sub.add_parser("run", help="run a question's pending CPU rows")
+    r.add_argument("question")
+    r.add_argument("--seeds", type=int, nargs="+", default=None, help="only these seeds")
+    r.add_argument("--scale", type=int, nargs="+", default=None, help="only these scales")
+    r.add_argument("--only", nargs="+", default=None, help="only these conditions")
+    r.add_argument("--max-rows", type=int, default=0, help="stop after this many rows (0: no limit)")
+    r.add_argument("--budget", type=float, default=0, help="seconds: start no row whose estimate would pass it")
+    r.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    r.add_argument("--include-gpu-rows", action="store_true", help="also the rows planned for the GPU")
+    r.set_defaults(fn=cmd_run)
+    rr = sub.add_parser("run-row", help="train and score one row (the drain's worker)")
+    rr.add_argument("question")
+    rr.add_argument("condition")
+    rr.add_argument("seed", type=int)
+    rr.add_argument("scale", type=int)
+    rr.add_argument("--results", type=Path, default=None, help="ledger folder (default: the question's)")
+    rr.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    rr.add_argument("--origin", default="run")
+    rr.set_defaults(fn=cmd_run_row)
+    t = sub.add_parser("tables", help="regenerate every RESULTS.md from its ledger")
+    t.add_argument("questions", nargs="*", help="default: every question")
+    t.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
+    t.set_defaults(fn=cmd_tables)
+    pr = sub.add_parser("prepare", help="build a kit's tables from the shared data")
+    pr.add_argument("kit", choices=("me5_replication", "random_init_bitext"))
+    pr.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (POLYSENT_SHARED_DATA)")
+    pr.add_argument("--pack-start", action="store_true", help="also pack multilingual-e5-small for a GPU machine")
+    pr.set_defaults(fn=cmd_prepare)
+    g = sub.add_parser("gpu-drain", help="on a GPU machine: every pending GPU row within a deadline")
+    g.add_argument("--out", type=Path, required=True, help="where rows.jsonl and drain.log go ($OUT)")
+    g.add_argument("--deadline", type=float, default=520.0, help="seconds after which no row runs")
+    g.add_argument("--workers", type=int, default=4, help="rows at once on the one GPU")
+    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    g.add_argument("--include-cpu-rows", action="store_true", help="also the CPU rows, at their own precision")
+    g.add_argument("--dry-run", action="store_true", help="list what would run")
+    g.add_argument("questions", nargs="*", help="default: every question")
+    g.set_defaults(fn=cmd_gpu_drain)
+    m = sub.add_parser("merge", help="rows returned by a GPU drain → the ledgers")
+    m.add_argument("path", type=Path, help="rows.jsonl, or a folder holding it")
+    m.set_defaults(fn=cmd_merge)
+    return p
+
+
+def main(argv: list[str] | None = None, prog: str = "polysent experiment") -> int:
+    a = build_parser(prog).parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    logging.basicConfig(level=logging.INFO if a.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(message)s")
+    try:
+        return a.fn(a)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

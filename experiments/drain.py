@@ -1,0 +1,139 @@
+"""The GPU drain: every pending GPU row of every question, run on a lent GPU machine in one call, and the merge of
+what it returns into the ledger here.
+
+On the GPU machine (a copy of this working tree; torch, transformers, numpy, pyarrow, pyyaml; no polars, duckdb or
+Prefect; the kits carried under ``data/experiments/kits``), ``python -m experiments gpu-drain --out $OUT`` runs the
+pending rows whose scale says ``runs_on: gpu`` as separate processes, ``--workers`` at a time on the one GPU (a model
+of multilingual-e5-small's size leaves most of an H100 idle), largest estimate first. It starts no row whose
+estimate would pass ``--deadline`` seconds, and stops those still running at the deadline (their rows are lost, not
+half-written). Every finished row is added to ``$OUT/rows.jsonl`` at once (the file is rewritten whole under a
+temporary name), so whatever the machine returns holds only complete rows; the log is ``$OUT/drain.log``. Two files:
+the machine hands back at most eight.
+
+Here, ``python -m experiments merge DIR_OR_FILE`` writes each returned row into its question's ledger (one atomic file
+each), and refuses a row of an unknown question or a malformed one, naming the line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments.ledger import read_rows, row_key, write_row
+from experiments.paths import REPO
+from experiments.plan import PlannedRow, plan
+from experiments.question import load_question, questions
+
+DEFAULT_DEADLINE = 520.0  # seconds: inside the device tool's 600 s command limit, with room to copy $OUT back
+
+
+def pending_gpu_rows(names: list[str] | None = None, *, include_cpu: bool = False) -> list[PlannedRow]:
+    """Pending or stale rows that run on the GPU (and, with ``include_cpu``, the CPU rows too, trained there at the
+    scale's precision), largest estimate first."""
+    out = []
+    for name in names or questions():
+        q = load_question(name)
+        out += [p for p in plan(q) if p.state != "done" and p.key.condition != "start" and
+                (p.runs_on == "gpu" or include_cpu)]
+    return sorted(out, key=lambda p: -(p.gpu_seconds or 0))
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 4, names: list[str] | None = None,
+          include_cpu: bool = False, device: str = "auto", dry_run: bool = False) -> list[dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    log = (out / "drain.log").open("a", encoding="utf-8")
+
+    def say(msg: str) -> None:
+        line = f"[{time.strftime('%H:%M:%S')}] {msg}"
+        print(line, flush=True)
+        log.write(line + "\n")
+        log.flush()
+
+    todo = pending_gpu_rows(names, include_cpu=include_cpu)
+    say(f"drain: {len(todo)} pending rows; deadline {deadline:.0f} s, {workers} at a time, device {device}")
+    if dry_run:
+        for p in todo:
+            say(f"  would run {p.question}: {p.key} (~{p.gpu_seconds or 0:.0f} s)")
+        return []
+    scratch = Path(tempfile.mkdtemp(prefix="polysent-drain-"))
+    env = {**os.environ, "POLYSENT_EXPERIMENT_WORKERS": str(workers), "TOKENIZERS_PARALLELISM": "false",
+           "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    threads = max(1, (os.cpu_count() or 2) // max(1, workers))
+    env.setdefault("OMP_NUM_THREADS", str(threads))
+    t0 = time.perf_counter()
+    running: list[tuple[subprocess.Popen, PlannedRow, float, Path]] = []
+    rows: list[dict[str, Any]] = []
+    while todo or running:
+        for proc, p, started, folder in list(running):
+            if proc.poll() is None:
+                if time.perf_counter() - t0 > deadline:
+                    proc.kill()
+                    proc.wait()
+                    say(f"stopped at the deadline: {p.question} {p.key} (no row)")
+                else:
+                    continue
+            running.remove((proc, p, started, folder))
+            got = read_rows(folder / p.question)
+            if proc.returncode == 0 and got:
+                rows += got
+                _write_jsonl(out / "rows.jsonl", rows)
+                say(f"finished {p.question} {p.key} in {time.perf_counter() - started:.0f} s")
+            elif proc.returncode is not None and proc.returncode != -9:
+                say(f"FAILED {p.question} {p.key} (rc {proc.returncode}); its log: "
+                    f"{(folder / 'log.txt').read_text(encoding='utf-8')[-3000:]}")
+        while todo and len(running) < workers:
+            p = todo.pop(0)
+            left = deadline - (time.perf_counter() - t0)
+            if p.gpu_seconds is not None and p.gpu_seconds > left:
+                say(f"not started (estimate {p.gpu_seconds:.0f} s > {left:.0f} s left): {p.question} {p.key}")
+                continue
+            folder = scratch / f"job{len(rows)}-{len(todo)}"
+            folder.mkdir(parents=True)
+            cmd = [sys.executable, "-m", "experiments", "run-row", p.question, p.key.condition, str(p.key.seed),
+                   str(p.key.scale), "--results", str(folder / p.question), "--device", device, "--origin",
+                   "gpu-drain"]
+            fh = (folder / "log.txt").open("w", encoding="utf-8")
+            running.append((subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO), p,
+                            time.perf_counter(), folder))
+            say(f"started {p.question} {p.key}")
+        time.sleep(0.5)
+    say(f"drain: {len(rows)} rows in {time.perf_counter() - t0:.0f} s → {out / 'rows.jsonl'}")
+    return rows
+
+
+def merge(source: Path) -> dict[str, int]:
+    """Rows returned by a drain (a ``rows.jsonl`` or a folder holding them) → the questions' ledgers."""
+    files = [source] if source.is_file() else sorted(source.rglob("rows.jsonl"))
+    if not files:
+        raise FileNotFoundError(f"{source}: no rows.jsonl (the drain's output)")
+    known = set(questions())
+    counts: dict[str, int] = {}
+    for f in files:
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                key = row_key(row)
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+                raise ValueError(f"{f}:{n}: not a ledger row ({e})") from None
+            if row.get("question") not in known:
+                raise ValueError(f"{f}:{n}: unknown question {row.get('question')!r}; known: "
+                                 f"{', '.join(sorted(known))}")
+            q = load_question(row["question"])
+            write_row(q.results, row)
+            counts[q.name] = counts.get(q.name, 0) + 1
+            print(f"merged {q.name}: {key}")
+    return counts

@@ -1,0 +1,93 @@
+"""The figures a verdict reads, from one ``eval_results`` table (``models.evaluation.suite``).
+
+Figure names are what ``question.yaml`` lists under ``evaluation.report`` / ``evaluation.decision`` and what a ledger
+row's ``metrics`` hold (decision figures prefixed ``decision.``). Higher is better for every figure except
+``xsim_error`` (``LOWER_IS_BETTER``).
+
+| figure | what |
+|---|---|
+| ``tatoeba_trained`` / ``tatoeba_untrained`` | Tatoeba accuracy (mean of xx→en, en→xx) over trained / other languages |
+| ``tatoeba_mean`` | the same over every evaluated language; ``tatoeba.<lang>`` per language |
+| ``bucc_f1`` | BUCC mining F1 (LASER ratio margin, oracle threshold), mean over language pairs |
+| ``sts17``, ``sts17_mono``, ``sts17_cross`` | STS17 Spearman × 100: every track / tracks of one language / of two |
+| ``stsb_mono``, ``stsb_cross`` | STS-B multi-mt Spearman × 100, monolingual / cross-lingual subsets |
+| ``xsim_error`` | xSIM error rate % (ratio margin, x → en), mean over languages |
+| ``mewsc_accuracy`` | MewsC-16 k-means + Hungarian accuracy (EASE's protocol), mean over languages |
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+LOWER_IS_BETTER = frozenset({"xsim_error"})
+KNOWN = ("tatoeba_trained", "tatoeba_untrained", "tatoeba_mean", "bucc_f1", "sts17", "sts17_mono", "sts17_cross",
+         "stsb_mono", "stsb_cross", "xsim_error", "mewsc_accuracy")
+
+
+def higher_is_better(figure: str) -> bool:
+    return figure.removeprefix("decision.") not in LOWER_IS_BETTER
+
+
+def figures(results: Path, trained: Sequence[str]) -> dict[str, float]:
+    """Every figure ``results`` (an ``eval_results.parquet``) supports; ``trained``: the trained Tatoeba languages."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(results).to_pylist()
+    out: dict[str, float] = {}
+    tat = {r["subset"]: r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) ==
+           ("tatoeba", "canonical", "accuracy_mean") and r["languages"] == f"{r['subset']}-eng"}
+    for name, langs in (("tatoeba_trained", [k for k in tat if k in trained]),
+                        ("tatoeba_untrained", [k for k in tat if k not in trained]), ("tatoeba_mean", list(tat))):
+        if langs:
+            out[name] = statistics.fmean(tat[k] for k in langs)
+    out.update({f"tatoeba.{k}": v for k, v in sorted(tat.items())})
+    bucc = [r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) == ("bucc", "oracle", "f1")]
+    if bucc:
+        out["bucc_f1"] = statistics.fmean(bucc)
+    sts: dict[str, list[float]] = {}
+    for r in rows:
+        if (r["task"], r["variant"], r["metric"]) != ("sts", "canonical", "spearman") or "/" not in r["subset"]:
+            continue
+        dataset = r["subset"].split("/", 1)[0]
+        a, _, b = str(r["languages"]).partition("-")
+        prefix = {"sts17": "sts17", "stsb_multi_mt": "stsb"}.get(dataset)
+        if prefix:
+            sts.setdefault(prefix, []).append(r["value"])
+            sts.setdefault(f"{prefix}_{'mono' if a == b else 'cross'}", []).append(r["value"])
+    out.update({k: statistics.fmean(v) for k, v in sts.items() if k != "stsb"})
+    xsim = [r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) == ("xsim", "laser", "error_rate")
+            and str(r["subset"]).endswith("/mean")]
+    if xsim:
+        out["xsim_error"] = statistics.fmean(xsim)
+    clu = [r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) ==
+           ("clustering", "ease", "hungarian_accuracy")]
+    if clu:
+        out["mewsc_accuracy"] = statistics.fmean(clu)
+    return out
+
+
+def evaluation_settings(names: Sequence[str], batch_size: int) -> object:
+    """The evaluation suite's settings that compute ``names`` (and nothing else: each task costs encoding time)."""
+    from models.settings import (
+        BuccSettings,
+        ClusteringSettings,
+        EvaluationSettings,
+        StsSettings,
+        TatoebaSettings,
+        XsimSettings,
+    )
+
+    base = {n.removeprefix("decision.").split(".")[0] for n in names}
+    sts = tuple(sorted({"sts17" for n in base if n.startswith("sts17")} |
+                       {"stsb_multi_mt" for n in base if n.startswith("stsb")}))
+    return EvaluationSettings(
+        tatoeba=TatoebaSettings(subsets=(), xtreme=False, mteb=False) if any(n.startswith("tatoeba") for n in base)
+        else None,
+        bucc=BuccSettings(cosine=False, mteb=False) if "bucc_f1" in base else None,
+        sts=StsSettings(datasets=sts, mteb=False) if sts else None,
+        clustering=ClusteringSettings(v_measure=False, n_init=3) if "mewsc_accuracy" in base else None,
+        xsim=XsimSettings(compare_text=False) if "xsim_error" in base else None,
+        classification=None, geometry=None, langid=None, pair_classification=None, cache=False,
+        batch_size=batch_size)

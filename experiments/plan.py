@@ -1,0 +1,92 @@
+"""What a question still needs: its planned rows against its ledger — done, stale (trained with other settings than
+the question now asks), pending — and the time each pending row is expected to take on 2 CPU cores and on one GPU.
+
+An estimate is the median measured ``train_seconds + eval_seconds`` of the ledger's rows of the same condition and
+scale on that kind of machine; failing that, of any condition of the question at that scale; failing that, the
+scale's stated ``cpu_seconds`` / ``gpu_seconds`` (``question.yaml``). Rows measured while several jobs shared the
+machine (``concurrent_jobs`` > 1) count their wall time divided by the jobs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from experiments.ledger import RowKey, read_rows, row_key
+from experiments.question import ConditionSpec, Question
+
+
+@dataclass(frozen=True)
+class PlannedRow:
+    question: str
+    key: RowKey
+    condition: ConditionSpec
+    state: str  # done | stale | pending
+    runs_on: str  # cpu | gpu: where the question's scale says the row runs
+    cpu_seconds: float | None
+    gpu_seconds: float | None
+
+
+def _machine(row: dict[str, Any]) -> str:
+    return "gpu" if str(row.get("device", "")).startswith("cuda") else "cpu"
+
+
+def _cost(row: dict[str, Any]) -> float:
+    wall = float(row.get("train_seconds") or 0) + float(row.get("eval_seconds") or 0)
+    return wall / max(1, int(row.get("concurrent_jobs") or 1))
+
+
+def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int, machine: str) -> float | None:
+    same = [_cost(r) for r in rows if r["condition"] == condition and r["scale"] == scale and _machine(r) == machine]
+    if same:
+        return statistics.median(same)
+    any_ = [_cost(r) for r in rows if r["scale"] == scale and _machine(r) == machine and r["condition"] != "start"]
+    if any_:
+        return statistics.median(any_)
+    s = q.scale(scale)
+    return s.cpu_seconds if machine == "cpu" else s.gpu_seconds
+
+
+def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedRow]:
+    """Every planned row of ``q`` with its state and estimates (the start's scores first when the question has
+    them)."""
+    from experiments.runner import trained_hash
+
+    rows = read_rows(q.results) if rows is None else rows
+    done = {row_key(r): r for r in rows}
+    out = []
+    if q.score_start:
+        key = RowKey("start", 0, 0)
+        start = ConditionSpec(name="start", objectives=())
+        ev = [_cost(r) for r in rows if r["condition"] == "start"]
+        out.append(PlannedRow(q.name, key, start, "done" if key in done else "pending", "cpu",
+                              statistics.median(ev) if ev else 300.0, None))
+    for c, seed, scale in q.planned():
+        key = RowKey(c.name, seed, scale)
+        row = done.get(key)
+        state = "pending" if row is None else ("done" if row.get("trained_hash") == trained_hash(q, c, seed, scale)
+                                               else "stale")
+        out.append(PlannedRow(q.name, key, c, state, q.scale(scale).runs_on,
+                              estimate(q, rows, c.name, scale, "cpu"), estimate(q, rows, c.name, scale, "gpu")))
+    return out
+
+
+def format_seconds(s: float | None) -> str:
+    if s is None:
+        return "?"
+    return f"{s / 3600:.1f} h" if s >= 5400 else f"{s / 60:.0f} min"
+
+
+def status_lines(q: Question, planned: list[PlannedRow]) -> list[str]:
+    todo = [p for p in planned if p.state != "done"]
+    cpu = sum(p.cpu_seconds or 0 for p in todo if p.runs_on == "cpu")
+    gpu = sum(p.gpu_seconds or 0 for p in todo if p.runs_on == "gpu")
+    lines = [f"{q.name}: {sum(p.state == 'done' for p in planned)} done, {sum(p.state == 'stale' for p in planned)} "
+             f"stale, {sum(p.state == 'pending' for p in planned)} pending — CPU rows "
+             f"{format_seconds(cpu)} on 2 cores, GPU rows {format_seconds(gpu)}"]
+    for p in planned:
+        if p.state != "done":
+            est = p.cpu_seconds if p.runs_on == "cpu" else p.gpu_seconds
+            lines.append(f"  {p.state:<7} {p.runs_on} {p.key!s:<44} ~{format_seconds(est)}")
+    return lines

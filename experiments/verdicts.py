@@ -1,0 +1,101 @@
+"""The rules that turn ledger rows into verdicts; each ``RESULTS.md`` states them as written here.
+
+**Claim** (``comparisons``: A beats B). Per figure, the difference A − B is taken seed by seed (the same seeds
+only: a seed's runs share their batches and initial weights), with *higher is better* made to hold for every figure
+(xSIM's error is negated). With n ≥ 3 paired seeds, mean difference d and its standard error se = sd / √n: A is
+**ahead** when d > max(2·se, 0.1 points), **behind** when d < −max(2·se, 0.1), otherwise **tied**. The claim
+**holds** when A is ahead on a majority of the figures and behind on none; it **does not hold** when A is behind on
+at least one figure and ahead on fewer than a majority; otherwise (ties only, or ahead on some and behind on none
+short of a majority) it is **inconclusive**. Fewer than 3 paired seeds: **pending**.
+
+**Decision** (``decision``: which candidate becomes the default). Each run's decision score is the mean of its
+decision figures (sign-adjusted as above). The candidate with the highest mean score replaces the incumbent when its
+paired difference to the incumbent passes the same bar (d > max(2·se, 0.1), n ≥ 3); otherwise the incumbent stays.
+Until every candidate has 3 seeds the decision is **pending**.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from experiments.figures import higher_is_better
+
+MIN_SEEDS = 3
+MIN_DIFFERENCE = 0.1  # points: below this a difference is a tie whatever the seeds' spread
+
+
+@dataclass(frozen=True)
+class Difference:
+    figure: str
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None  # A − B in the figure's own direction (not sign-adjusted)
+    bar: float | None  # max(2·se, MIN_DIFFERENCE)
+    outcome: str  # ahead | behind | tied | pending
+
+
+def values(rows: Sequence[dict[str, Any]], condition: str, figure: str, scale: int) -> dict[int, float]:
+    return {int(r["seed"]): float(r["metrics"][figure]) for r in rows
+            if r["condition"] == condition and int(r["scale"]) == scale and r["metrics"].get(figure) is not None}
+
+
+def paired(a: dict[int, float], b: dict[int, float], figure: str) -> Difference:
+    seeds = sorted(set(a) & set(b))
+    sign = 1.0 if higher_is_better(figure) else -1.0
+    mean_a = statistics.fmean(a.values()) if a else None
+    mean_b = statistics.fmean(b.values()) if b else None
+    if len(seeds) < MIN_SEEDS:
+        delta = statistics.fmean(a[s] - b[s] for s in seeds) if seeds else None
+        return Difference(figure, len(seeds), mean_a, mean_b, delta, None, "pending")
+    diffs = [a[s] - b[s] for s in seeds]
+    d = statistics.fmean(diffs)
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    bar = max(2 * se, MIN_DIFFERENCE)
+    outcome = "ahead" if sign * d > bar else "behind" if sign * d < -bar else "tied"
+    return Difference(figure, len(seeds), mean_a, mean_b, d, bar, outcome)
+
+
+def claim_verdict(diffs: Sequence[Difference]) -> str:
+    if not diffs or any(d.outcome == "pending" for d in diffs):
+        return "pending"
+    ahead = sum(d.outcome == "ahead" for d in diffs)
+    behind = sum(d.outcome == "behind" for d in diffs)
+    majority = len(diffs) // 2 + 1
+    if ahead >= majority and behind == 0:
+        return "holds"
+    if behind > 0 and ahead < majority:
+        return "does not hold"
+    return "inconclusive"
+
+
+def decision_scores(rows: Sequence[dict[str, Any]], condition: str, figures: Sequence[str],
+                    scale: int) -> dict[int, float]:
+    """Per seed: the mean of ``figures`` (sign-adjusted), for the seeds that have every figure."""
+    per = [values(rows, condition, f, scale) for f in figures]
+    seeds = set.intersection(*(set(p) for p in per)) if per else set()
+    return {s: statistics.fmean((1 if higher_is_better(f) else -1) * p[s] for f, p in zip(figures, per, strict=True))
+            for s in sorted(seeds)}
+
+
+def decide(rows: Sequence[dict[str, Any]], incumbent: str, candidates: Sequence[str], figures: Sequence[str],
+           scale: int) -> tuple[str, str, dict[str, dict[int, float]]]:
+    """(default, why, scores per condition)."""
+    names = list(dict.fromkeys([incumbent, *candidates]))
+    scores = {c: decision_scores(rows, c, figures, scale) for c in names}
+    short = [c for c in names if len(scores[c]) < MIN_SEEDS]
+    if short:
+        return incumbent, f"pending: fewer than {MIN_SEEDS} seeds for {', '.join(short)}", scores
+    best = max(names, key=lambda c: (statistics.fmean(scores[c].values()), c == incumbent))
+    if best == incumbent:
+        return incumbent, "the incumbent has the best mean decision score", scores
+    d = paired(scores[best], scores[incumbent], "score")
+    if d.outcome == "ahead":
+        return best, (f"{best} is ahead of the incumbent by {d.delta:+.2f} (bar {d.bar:.2f}, {d.n} paired seeds)"),\
+            scores
+    return incumbent, (f"{best} has the best mean score but is not ahead of the incumbent by the bar "
+                       f"({d.delta:+.2f} against {d.bar:.2f})"), scores

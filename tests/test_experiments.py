@@ -1,0 +1,258 @@
+"""The experiments' ledger (``experiments/``): rows written atomically and read back strictly, questions read
+strictly, the verdict and decision rules, the generated pages, and a GPU drain + merge at a tiny scale on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from experiments import verdicts
+from experiments.ledger import RowKey, read_rows, safe_name, write_row
+from experiments.pages import render
+from experiments.plan import plan
+from experiments.question import load_question, questions
+
+
+def _row(condition: str, seed: int, scale: int = 1, **metrics: float) -> dict:
+    return {"question": "q", "condition": condition, "seed": seed, "scale": scale, "metrics": metrics,
+            "device": "cpu", "precision": "fp32", "train_seconds": 10.0, "eval_seconds": 5.0}
+
+
+# ---------------------------------------------------------------------------------------------- ledger
+def test_rows_are_one_file_each_named_by_their_key_and_read_back(tmp_path: Path) -> None:
+    p = write_row(tmp_path, _row("mpcl[none,t0.05]", 13, tatoeba_trained=95.1))
+    assert p.name == "mpcl_none_t0.05~s13~x1.json"
+    write_row(tmp_path, _row("single[none,t0.05]", 13, tatoeba_trained=95.3))
+    rows = read_rows(tmp_path)
+    assert [r["condition"] for r in rows] == ["mpcl[none,t0.05]", "single[none,t0.05]"]
+    assert not list(tmp_path.glob(".*tmp"))  # no temporary file left behind
+    write_row(tmp_path, _row("mpcl[none,t0.05]", 13, tatoeba_trained=96.0))  # a re-run replaces its row
+    assert [r["metrics"]["tatoeba_trained"] for r in read_rows(tmp_path)] == [96.0, 95.3]
+
+
+def test_a_half_written_row_is_never_read_as_a_row(tmp_path: Path) -> None:
+    write_row(tmp_path, _row("a", 13, x=1.0))
+    (tmp_path / ".b~s13~x1.json.123.tmp").write_text('{"condition": "b", "se')  # a writer killed mid-write
+    assert [r["condition"] for r in read_rows(tmp_path)] == ["a"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"condition": "a", "seed": 13, "scale": 1, "metrics": {', "a~s13~x1.json:1: not a ledger row"),
+    ('{"condition": "a", "seed": 13}', "expected an object with condition, seed, scale, metrics"),
+    ('{"condition": "b", "seed": 13, "scale": 1, "metrics": {}}', "must be named b~s13~x1.json"),
+])
+def test_a_malformed_row_file_is_named_with_what_was_expected(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "a~s13~x1.json").write_text(text)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        read_rows(tmp_path)
+
+
+def test_safe_names_survive_the_gpu_machines_copy_back_rules() -> None:
+    assert safe_name("soft[priority,transposed]") == "soft_priority_transposed"
+    assert all(c.isalnum() or c in "._-~" for c in RowKey("ease+simcse[8x32]", 14, 10).file_name())
+
+
+# ---------------------------------------------------------------------------------------------- questions
+def test_every_committed_question_reads_and_plans() -> None:
+    names = questions()
+    assert "mpcl_scaling" in names
+    for name in names:
+        q = load_question(name)
+        planned = q.planned()
+        assert planned, name
+        assert len({(c.name, s, sc) for c, s, sc in planned}) == len(planned)
+        assert (q.folder / "README.md").is_file(), f"{name}: a question needs its README (claim, paper, protocol)"
+
+
+def _question_file(tmp_path: Path, **changes: object) -> Path:
+    data = yaml.safe_load((REPO / "experiments" / "mpcl_scaling" / "question.yaml").read_text())
+    data.update(changes)
+    data["name"] = "q"
+    folder = tmp_path / "q"
+    folder.mkdir(exist_ok=True)
+    (folder / "question.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return folder / "question.yaml"
+
+
+def test_a_bad_question_file_names_the_file_line_and_key(tmp_path: Path) -> None:
+    path = _question_file(tmp_path, lr="fast")
+    with pytest.raises(ValueError, match=r"question.yaml:\d+: lr: .*fast"):
+        load_question(path)
+    data = yaml.safe_load(path.read_text())
+    data["conditions"][0]["objectives"][0]["temprature"] = 0.1  # a typo in an objective's setting
+    path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    with pytest.raises(ValueError, match=r"conditions\.0\.objectives\.0\.temprature: unknown key"):
+        load_question(path)
+
+
+def test_a_comparison_naming_no_condition_is_refused(tmp_path: Path) -> None:
+    path = _question_file(tmp_path, comparisons=[{"claim": "x", "a": "mpcl[none,t0.05]", "b": "nope",
+                                                  "figures": ["sts17"]}])
+    with pytest.raises(ValueError, match=r"comparisons\[0\]\.b: no condition 'nope'"):
+        load_question(path)
+
+
+def test_scale_multiplies_steps_and_every_objectives_batch(tmp_path: Path) -> None:
+    q = load_question(_question_file(tmp_path))
+    c = q.condition("mpcl[none,t0.05]")
+    one, ten = (q.train_settings(c, 13, s, start="x", device="cpu") for s in (1, 10))
+    assert (one.steps, ten.steps) == (60, 600)
+    assert (one.objectives[0].batch_size, ten.objectives[0].batch_size) == (16, 160)
+    assert (one.precision, ten.precision) == ("fp32", "bf16")
+    assert one.warmup_steps == 6 and one.encoder.pretrained == "x" and one.seed == 13
+
+
+# ---------------------------------------------------------------------------------------------- rules
+def _claim(a: list[float], b: list[float], figure: str = "bucc_f1") -> str:
+    rows = [_row("A", s, **{figure: x}) for s, x in zip((13, 14, 15), a, strict=False)]
+    rows += [_row("B", s, **{figure: x}) for s, x in zip((13, 14, 15), b, strict=False)]
+    d = verdicts.paired(verdicts.values(rows, "A", figure, 1), verdicts.values(rows, "B", figure, 1), figure)
+    return d.outcome
+
+
+def test_a_difference_is_ahead_only_beyond_two_standard_errors_of_the_paired_differences() -> None:
+    assert _claim([91.0, 92.0, 93.0], [90.0, 91.1, 91.9]) == "ahead"  # +1.0 ± 0.06
+    assert _claim([91.0, 92.0, 93.0], [92.0, 90.0, 92.9]) == "tied"  # +0.37, paired differences spread ±1.5
+    assert _claim([90.0, 91.0, 92.0], [91.0, 92.1, 92.9]) == "behind"
+    assert _claim([90.0, 91.0], [80.0, 81.0]) == "pending"  # two seeds decide nothing
+    assert _claim([90.02, 91.02, 92.02], [90.0, 91.0, 92.0]) == "tied"  # below 0.1 points: a tie
+    # xSIM's error: lower is better, so a lower A is ahead
+    assert _claim([1.0, 1.1, 0.9], [2.0, 2.2, 2.1], figure="xsim_error") == "ahead"
+
+
+def test_claim_verdicts() -> None:
+    def d(outcome: str) -> verdicts.Difference:
+        return verdicts.Difference("f", 3, 1.0, 1.0, 0.0, 0.1, outcome)
+
+    assert verdicts.claim_verdict([d("ahead"), d("ahead"), d("ahead"), d("tied")]) == "holds"
+    assert verdicts.claim_verdict([d("ahead"), d("ahead"), d("ahead"), d("behind")]) == "inconclusive"
+    assert verdicts.claim_verdict([d("behind"), d("tied"), d("tied"), d("tied")]) == "does not hold"
+    assert verdicts.claim_verdict([d("tied")] * 4) == "inconclusive"
+    assert verdicts.claim_verdict([d("ahead"), d("pending")]) == "pending"
+
+
+def test_the_decision_keeps_the_incumbent_unless_a_candidate_is_ahead_by_the_bar() -> None:
+    figs = ["decision.tatoeba_trained", "decision.stsb_mono"]
+
+    def rows(b_shift: float) -> list[dict]:
+        out = []
+        for s, base in zip((13, 14, 15), (90.0, 91.0, 92.0), strict=True):
+            out.append(_row("inc", s, **{figs[0]: base, figs[1]: 80.0}))
+            out.append(_row("cand", s, **{figs[0]: base + b_shift, figs[1]: 80.0 + b_shift + 0.01 * s}))
+        return out
+
+    assert verdicts.decide(rows(1.0), "inc", ["cand"], figs, 1)[0] == "cand"
+    assert verdicts.decide(rows(0.05), "inc", ["cand"], figs, 1)[0] == "inc"  # ahead, but not by 0.1
+    assert verdicts.decide(rows(1.0)[:4], "inc", ["cand"], figs, 1)[1].startswith("pending")
+
+
+# ---------------------------------------------------------------------------------------------- pages
+def test_every_committed_results_page_is_what_its_ledger_generates() -> None:
+    for name in questions():
+        q = load_question(name)
+        rows = read_rows(q.results)
+        page = q.folder / "RESULTS.md"
+        assert page.is_file(), f"{page} missing: run `polysent experiment tables`"
+        assert page.read_text(encoding="utf-8") == render(q, rows, plan(q, rows)), \
+            f"{page} differs from its ledger: run `polysent experiment tables`"
+
+
+def test_a_page_shows_means_seeds_verdicts_and_what_is_pending(tmp_path: Path) -> None:
+    q = load_question(_question_file(tmp_path))
+    rows = []
+    for s, (a, b) in zip((13, 14, 15), ((95.0, 94.0), (95.2, 94.1), (95.1, 94.05)), strict=True):
+        for cond, x in (("mpcl[none,t0.05]", a), ("single[none,t0.05]", b)):
+            rows.append({**_row(cond, s, tatoeba_trained=x, tatoeba_untrained=x - 8, bucc_f1=x - 2, sts17=x - 30),
+                         "question": "q"})
+    for r in rows:
+        r["trained_hash"] = "old"
+    text = render(q, rows, plan(q, rows))
+    assert "| mpcl[none,t0.05] | 13, 14, 15 | 95.10 ± 0.10 |" in text
+    assert "### multiple positives beat +Single (scaling none, τ 0.05) (×1): **holds**" in text
+    assert "stale" in text and "## Pending" in text  # the hashes do not match the question's settings
+    assert render(q, rows, plan(q, rows)) == text  # no time stamp: the same ledger, the same bytes
+
+
+def test_the_tables_check_fails_when_a_page_differs(tmp_path: Path) -> None:
+    folder = tmp_path / "exp"
+    (folder / "mpcl_scaling").mkdir(parents=True)
+    for f in ("question.yaml", "README.md"):
+        (folder / "mpcl_scaling" / f).write_text((REPO / "experiments" / "mpcl_scaling" / f).read_text())
+    env = {**os.environ, "POLYSENT_EXPERIMENTS_DIR": str(folder)}
+    cmd = [sys.executable, "-m", "experiments", "tables"]
+    assert subprocess.run([*cmd, "--check"], env=env, cwd=REPO, capture_output=True).returncode == 1
+    assert subprocess.run(cmd, env=env, cwd=REPO, capture_output=True).returncode == 0
+    assert subprocess.run([*cmd, "--check"], env=env, cwd=REPO, capture_output=True).returncode == 0
+
+
+# ---------------------------------------------------------------------------------------------- drain + merge
+TINY = """
+name: tiny
+title: tiny drain test
+kit: random_init_bitext
+start: null
+encoder: {hidden_size: 32, num_layers: 1, num_heads: 2, intermediate_size: 64, max_length: 16, projection: 32}
+lr: 1e-3
+seeds: [13, 14]
+default_scales: [2]
+score_start: false
+scales:
+  - {scale: 1, steps: 2, runs_on: cpu, cpu_seconds: 60}
+  - {scale: 2, steps: 4, batch: 2, runs_on: gpu, gpu_seconds: 60}
+evaluation:
+  report: [tatoeba_mean, xsim_error]
+  trained_tatoeba: [spa, deu]
+  batch_size: 64
+conditions:
+  - {name: "contrastive", objectives: [{kind: vmsst, variant: contrastive, batch_size: 8}]}
+  - {name: "bitranslation", objectives: [{kind: vmsst, variant: bitranslation, batch_size: 8}], seeds: [13]}
+comparisons:
+  - {claim: "contrastive beats bitranslation", a: contrastive, b: bitranslation, figures: [tatoeba_mean], scale: 2}
+"""
+
+
+@pytest.mark.slow
+def test_a_gpu_drain_at_a_tiny_scale_returns_rows_that_merge_into_the_ledger(tmp_path: Path, shared_data: Path) -> None:
+    exp, work, out = tmp_path / "exp", tmp_path / "work", tmp_path / "out"
+    (exp / "tiny").mkdir(parents=True)
+    (exp / "tiny" / "question.yaml").write_text(TINY)
+    (exp / "tiny" / "README.md").write_text("# tiny\n")
+    env = {**os.environ, "POLYSENT_EXPERIMENTS_DIR": str(exp), "POLYSENT_EXPERIMENTS_WORK": str(work),
+           "POLYSENT_SHARED_DATA": str(shared_data)}
+    code = ("from experiments.kits import prepare; prepare('random_init_bitext', quota=60, vocab=300)")
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, check=True, capture_output=True)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "experiments", *args], env=env, cwd=REPO, capture_output=True,
+                              text=True)
+
+    status = cli("status").stdout
+    assert "0 done, 0 stale, 3 pending" in status and "GPU rows 3 min" in status
+    res = cli("gpu-drain", "--out", str(out), "--workers", "2", "--device", "cpu", "--deadline", "300")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["drain.log", "rows.jsonl"]  # ≤ 8 flat files come back
+    rows = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]
+    assert sorted((r["condition"], r["seed"]) for r in rows) == [("bitranslation", 13), ("contrastive", 13),
+                                                                 ("contrastive", 14)]
+    assert not (exp / "tiny" / "results").exists()  # the drain writes only to --out
+    res = cli("merge", str(out))
+    assert res.returncode == 0, res.stderr
+    ledger = read_rows(exp / "tiny" / "results")
+    assert len(ledger) == 3 and all(r["origin"] == "gpu-drain" and r["steps"] == 4 for r in ledger)
+    assert all(set(r["metrics"]) >= {"tatoeba_mean", "xsim_error"} and r["trained_hash"] for r in ledger)
+    assert "0 pending" in cli("status").stdout.replace("3 done, 0 stale, 0 pending", "0 pending")
+    page = (exp / "tiny" / "RESULTS.md").read_text()
+    assert "contrastive beats bitranslation (×2): **pending**" in page  # 2 paired seeds at most: pending
+    assert cli("tables", "--check").returncode == 0
+    # a second drain finds nothing to do
+    assert "drain: 0 pending rows" in cli("gpu-drain", "--out", str(tmp_path / "out2"), "--device", "cpu").stdout
+    # the CPU row of scale 1 is not the GPU's: `run` runs it here
+    res = cli("run", "tiny", "--scale", "1")
+    assert res.returncode == 0 and "0 rows to run" in res.stdout  # no condition plans scale 1
