@@ -1,6 +1,6 @@
 """EASE's entity head: a trainable entity table (initialised from Wikipedia2Vec) and the map W into the sentence
-space — ``W · E[id] + b``, the paper's learnable linear W (default), or ``tanh(W · E[id] + b)`` as the code's
-``EntityMLPLayer`` (``nonlinear=True``).
+space — ``W · E[id]``, the paper's learnable matrix W (default: a bias-free linear map), ``W · E[id] + b`` with
+``bias``, or ``tanh(W · E[id] + b)`` as the code's ``EntityMLPLayer`` (``nonlinear=True``, ``bias=True``).
 
 Part of the EASE objective (``models/objectives/ease.py``, which builds it in its component); a module of its own
 because it derives from ``torch.nn.Module`` at definition time, and the objective modules must import without
@@ -17,25 +17,34 @@ __all__ = ["EntityHead"]
 
 
 class EntityHead(nn.Module):
-    """Entity table + transformation: id → W · E[id] + b (the paper), or tanh(W · E[id] + b) with ``nonlinear`` (the
-    code's ``EntityMLPLayer``); row 0 is [PAD].
+    """Entity table + transformation: id → W · E[id] (the paper's learnable matrix W), W · E[id] + b with ``bias``,
+    or tanh(W · E[id] + b) with ``nonlinear`` and ``bias`` (the code's ``EntityMLPLayer``); row 0 is [PAD].
 
     Args:
         num_entities: number of real entities; ids 1..num_entities, id 0 is [PAD] (a zero row, no gradient).
         entity_dim: width of the entity table (768 for Wikipedia2Vec ``enwiki.fp16.768.vec``).
         hidden_size: width of the sentence embeddings the output is compared with.
         nonlinear: tanh after the linear map (the code's reading); False (default) is the paper's linear W.
+        bias: a learnable bias b after W (``self.linear.bias``; the code's ``nn.Linear``); False: none, W · e is
+            linear in e (the paper's matrix). None (default) follows ``nonlinear``: no bias for the paper's linear W,
+            a bias for the code's Linear + tanh. The EASE objective always passes its ``entity_projection_bias``.
     """
 
-    def __init__(self, num_entities: int, entity_dim: int, hidden_size: int, nonlinear: bool = False) -> None:
+    def __init__(self, num_entities: int, entity_dim: int, hidden_size: int, nonlinear: bool = False,
+                 bias: bool | None = None) -> None:
         super().__init__()
         for value, name in ((num_entities, "num_entities"), (entity_dim, "entity_dim"), (hidden_size, "hidden_size")):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(nonlinear, bool):
+            raise ValueError(f"nonlinear must be a bool, got {nonlinear!r}")
+        if bias is not None and not isinstance(bias, bool):
+            raise ValueError(f"bias must be a bool or None, got {bias!r}")
         self.num_entities = num_entities
         self.nonlinear = nonlinear
+        self.bias = nonlinear if bias is None else bias
         self.embedding = nn.Embedding(num_entities + 1, entity_dim, padding_idx=0)
-        self.linear = nn.Linear(entity_dim, hidden_size)
+        self.linear = nn.Linear(entity_dim, hidden_size, bias=self.bias)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """B×hidden_size transformed entity embeddings of ``ids`` ((B,) long, 0 = [PAD])."""
@@ -48,7 +57,8 @@ class EntityHead(nn.Module):
         return torch.tanh(out) if self.nonlinear else out
 
     @classmethod
-    def from_vectors(cls, vectors: np.ndarray, hidden_size: int, nonlinear: bool = False, seed: int = 0) -> EntityHead:
+    def from_vectors(cls, vectors: np.ndarray, hidden_size: int, nonlinear: bool = False, seed: int = 0,
+                     bias: bool | None = None) -> EntityHead:
         """A head whose entity table starts from pre-trained vectors (Wikipedia2Vec), as EASE's ``main.py`` does.
 
         Args:
@@ -57,6 +67,8 @@ class EntityHead(nn.Module):
             hidden_size: output width.
             nonlinear: tanh after the linear map (the code); False (default) is the paper's linear W.
             seed: seed of the missing rows' draw (the linear layer keeps PyTorch's default initialisation).
+            bias: a bias after W (the code's ``nn.Linear``); False: the paper's matrix; None (default) follows
+                ``nonlinear`` (``EntityHead``).
 
         Returns:
             An ``EntityHead`` with ``num_entities = n`` (float32 parameters; row 0 zeros).
@@ -73,7 +85,7 @@ class EntityHead(nn.Module):
             raise ValueError(f"vectors row {int(np.flatnonzero(partial)[0])} is partly NaN; a missing entity must be "
                              "an all-NaN row")
         n, dim = vectors.shape
-        head = cls(n, dim, hidden_size, nonlinear)
+        head = cls(n, dim, hidden_size, nonlinear, bias)
         table = torch.zeros(n + 1, dim, dtype=torch.float32)
         present = torch.from_numpy(~missing)
         table[1:][present] = torch.from_numpy(vectors[~missing].astype(np.float32))

@@ -1,6 +1,9 @@
 """EASE's paper readings as defaults and the code's as settings (models/objectives/ease.py), and EASE under GradCache.
 
-- defaults: N = 256 in one contrast set, hard-negative weight 0 (Eq. 2), linear W, duplicates kept as negatives;
+- defaults: N = 256 in one contrast set, hard-negative weight 0 (Eq. 2), W a bias-free linear map (the paper's matrix),
+  duplicates kept as negatives;
+- ``entity_projection_bias: true`` gives back the head with a bias (the code's ``nn.Linear``, polysent's former head),
+  the settings reader takes only true / false for it, and a short training runs with either;
 - each code reading (``hard_negative_weight: 1``, ``nonlinear: true``) and polysent's ``duplicate_negatives: mask``
   changes the loss as its docstring says, on a batch with a repeated sentence and a repeated entity, and the counts of
   kept / masked columns are logged;
@@ -14,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,10 +89,12 @@ def _component(corpus: dict[str, Path], student: SentenceEncoder, steps: int = 2
 def test_defaults_are_the_papers_and_the_code_readings_are_settings() -> None:
     o = EaseObjective()
     assert (o.batch_size, o.hard_negative_weight, o.nonlinear, o.duplicate_negatives) == (256, 0.0, False, "keep")
+    assert o.entity_projection_bias is False
     assert (o.simcse_temperature, o.entity_temperature, o.entity_weight) == (0.05, 10.0, 0.01)
-    code = EaseObjective(batch_size=8, hard_negative_weight=1.0, nonlinear=True, duplicate_negatives="mask")
-    assert (code.batch_size, code.hard_negative_weight, code.nonlinear, code.duplicate_negatives) == (
-        8, 1.0, True, "mask")
+    code = EaseObjective(batch_size=8, hard_negative_weight=1.0, nonlinear=True, entity_projection_bias=True,
+                         duplicate_negatives="mask")
+    assert (code.batch_size, code.hard_negative_weight, code.nonlinear, code.entity_projection_bias,
+            code.duplicate_negatives) == (8, 1.0, True, True, "mask")
 
 
 def test_hard_negative_weight_zero_keeps_the_hard_negative_only_in_the_denominator() -> None:
@@ -129,6 +135,109 @@ def test_nonlinear_false_is_the_linear_w_and_true_the_codes_tanh(corpus: dict[st
         else:
             torch.testing.assert_close(out, pre)
             assert out.abs().max() > 1
+
+
+# ---------------------------------------------------------------------------------------------- W: matrix or + bias
+def test_entity_projection_default_is_the_papers_matrix_without_a_bias(corpus: dict[str, Path]) -> None:
+    """The default head compares z1 with W · e: no bias parameter, and W is exactly linear — W(a·e) = a·W(e) bit for
+    bit for powers of two (exact in floating point), to rounding for any a; W(0) = 0, so [PAD] maps to zeros."""
+    head = _component(corpus, _encoder(corpus)).modules["entities"]
+    assert head.bias is False and head.linear.bias is None
+    assert {k for k, _ in head.named_parameters()} == {"embedding.weight", "linear.weight"}
+    assert set(head.state_dict()) == {"embedding.weight", "linear.weight"}
+    ids = torch.tensor([1, 2, 3, 4, 5])
+    with torch.no_grad():
+        e = head.embedding(ids)
+        we = head.linear(e)
+        torch.testing.assert_close(head(ids), we, rtol=0, atol=0)
+        for a in (2.0, 0.5, -4.0, 0.0):
+            torch.testing.assert_close(head.linear(a * e), a * we, rtol=0, atol=0)
+        torch.testing.assert_close(head.linear(0.3 * e), 0.3 * we)
+        torch.testing.assert_close(head.linear(e[:2] + e[2:4]), we[:2] + we[2:4])
+        torch.testing.assert_close(head.linear(torch.zeros_like(e)), torch.zeros_like(we), rtol=0, atol=0)
+        torch.testing.assert_close(head(torch.tensor([0])), torch.zeros(1, DIM), rtol=0, atol=0)
+    assert we.abs().max() > 0
+
+
+def test_entity_projection_bias_true_is_the_former_head(corpus: dict[str, Path]) -> None:
+    """``entity_projection_bias: true``: W · e + b with a trainable bias, the head polysent had before (its state keys
+    and layout); with ``nonlinear: true`` too, the code's ``EntityMLPLayer`` tanh(W · e + b)."""
+    student = _encoder(corpus)
+    ids = torch.tensor([0, 1, 2, 3])
+    for nonlinear in (False, True):
+        head = _component(corpus, student, entity_projection_bias=True, nonlinear=nonlinear).modules["entities"]
+        assert head.bias is True and isinstance(head.linear.bias, nn.Parameter)
+        assert head.linear.bias.shape == (DIM,) and head.linear.bias.requires_grad
+        assert set(head.state_dict()) == {"embedding.weight", "linear.weight", "linear.bias"}
+        with torch.no_grad():
+            head.linear.bias.fill_(0.25)  # PyTorch's initialisation draws it; make it plainly non-zero
+            e = head.embedding(ids)
+            want = e @ head.linear.weight.T + head.linear.bias
+            want = torch.tanh(want) if nonlinear else want
+            torch.testing.assert_close(head(ids), want)
+            pad = head(torch.tensor([0]))[0]  # [PAD] is a zero row: only the bias is left
+            torch.testing.assert_close(pad, torch.full((DIM,), math.tanh(0.25) if nonlinear else 0.25))
+            e1 = head.embedding(ids[1:2])
+            assert not torch.allclose(head.linear(2 * e1), 2 * head.linear(e1))  # affine, not linear
+
+
+def test_entity_head_bias_follows_nonlinear_unless_given() -> None:
+    """``EntityHead`` itself: ``bias=None`` (its default) is no bias for the paper's linear W and a bias for the code's
+    Linear + tanh; an explicit bool wins (the objective always passes ``entity_projection_bias``)."""
+    from models.entity_head import EntityHead
+
+    vectors = np.random.default_rng(1).normal(size=(4, 6)).astype(np.float32)
+    cases = {(False, None): False, (True, None): True, (False, True): True, (True, False): False}
+    for (nonlinear, bias), want in cases.items():
+        for head in (EntityHead(4, 6, 8, nonlinear=nonlinear, bias=bias),
+                     EntityHead.from_vectors(vectors, 8, nonlinear=nonlinear, bias=bias)):
+            assert head.bias is want and (head.linear.bias is not None) is want
+    for bad in ("yes", 1, 0.0):
+        with pytest.raises(ValueError, match="bias must be a bool or None"):
+            EntityHead(4, 6, 8, bias=bad)
+    with pytest.raises(ValueError, match="nonlinear must be a bool"):
+        EntityHead(4, 6, 8, nonlinear=1)
+
+
+def test_settings_reader_takes_entity_projection_bias_true_or_false_only() -> None:
+    from models.settings_io import SettingsError, from_mapping
+
+    def read(value: object) -> EaseObjective:
+        return from_mapping(TrainSettings, {"objectives": [{"kind": "ease", "entity_projection_bias": value}]}
+                            ).objectives[0]
+
+    assert read(True).entity_projection_bias is True
+    assert read(False).entity_projection_bias is False
+    assert from_mapping(TrainSettings, {"objectives": [{"kind": "ease"}]}).objectives[0].entity_projection_bias is False
+    for bad in ("yes", "true", 1, 0, None, 1.0):
+        with pytest.raises(SettingsError, match=rf"^TrainSettings\.objectives\.0\.entity_projection_bias: not true "
+                                                rf"or false \(value {re.escape(repr(bad))}\); expected true or false$"):
+            read(bad)
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["matrix", "bias"])
+def test_ease_trains_with_and_without_the_entity_projection_bias(tmp_path: Path, corpus: dict[str, Path],
+                                                                  bias: bool) -> None:
+    """A short EASE run through the trainer with either head: finite, changing losses; the head's W (and b with the
+    setting) is updated; the checkpoint state holds the bias exactly when the setting asks for it."""
+    from models.train import start_run, train_loop
+
+    settings = TrainSettings(objectives=(EaseObjective(batch_size=8, entity_weight=1.0, entity_projection_bias=bias),),
+                             encoder=ENCODER, steps=3, lr=1e-2, warmup_steps=0, seed=3, device="cpu")
+    tables = {k: corpus[k] for k in ("hard_negatives", "entity_vectors")}
+    run = start_run(settings, tables, run_name="bias", tokenizer_dir=corpus["tokenizer"], dev_tables=None,
+                    checkpoints=tmp_path / "checkpoints")
+    (comp,) = run.components
+    head = comp.modules["entities"]
+    before = {k: v.detach().clone() for k, v in head.state_dict().items()}
+    train_loop(run, {}, progress=False)
+    losses = run.history.steps["loss"]
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses) and losses[0] != losses[-1]
+    assert set(before) == {"embedding.weight", "linear.weight", *(["linear.bias"] if bias else [])}
+    after = head.state_dict()
+    for k in before:
+        assert not torch.equal(after[k], before[k]), f"{k} was not updated"
+    assert set(run.snapshot(3)["modules"][comp.name]) == {f"entities.{k}" for k in before}
 
 
 # ---------------------------------------------------------------------------------------------- duplicates
@@ -188,8 +297,8 @@ def _named(student: SentenceEncoder, comp: EaseComponent) -> Iterator[tuple[str,
     yield from (("entities." + k, p) for k, p in comp.modules["entities"].named_parameters())
 
 
-READINGS = {"paper": {}, "code": {"hard_negative_weight": 1.0, "nonlinear": True},
-            "mask": {"duplicate_negatives": "mask"}}
+READINGS = {"paper": {}, "code": {"hard_negative_weight": 1.0, "nonlinear": True, "entity_projection_bias": True},
+            "mask": {"duplicate_negatives": "mask"}, "bias": {"entity_projection_bias": True}}
 
 
 @pytest.mark.parametrize("reading", list(READINGS))
@@ -210,7 +319,9 @@ def test_gradcache_gives_the_direct_gradients_of_encoder_and_entity_head(corpus:
     assert max(float(g.abs().max()) for g in plain.values()) > 1e-2  # the tolerance below is meaningful
     assert _max_diff(cached, plain) <= 1e-5
     head = {k: v for k, v in cached.items() if k.startswith("entities.")}
-    assert set(head) == {"entities.embedding.weight", "entities.linear.weight", "entities.linear.bias"}
+    with_bias = READINGS[reading].get("entity_projection_bias", False)
+    assert set(head) == {"entities.embedding.weight", "entities.linear.weight",
+                         *(["entities.linear.bias"] if with_bias else [])}
     assert all(float(g.abs().max()) > 1e-4 for g in head.values())  # the entity term reaches the head
     assert _max_diff(head, {k: plain[k] for k in head}) <= 1e-6
 

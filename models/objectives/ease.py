@@ -4,7 +4,8 @@ Paper/code: Nishikawa, Ri, Yamada, Tsuruoka, Echizen, "EASE: Entity-Aware Contra
 (NAACL 2022); ``studio-ousia/ease`` ``ease/ease_models.py cl_forward``, ``main.py``, ``conf/config.yaml`` (methods §4).
 Each sentence is encoded twice (two dropout views z1, z2); its hyperlinked Wikipedia entity is the positive and one
 entity of the same Wikidata type (not linked from the sentence's page) its hard negative. With the entity head
-e_j = W · E[title_j], n_j = W · E[hn_j] (``EntityHead``; tanh(W · E[·]) with ``nonlinear``) and B = N sentences::
+e_j = W · E[title_j], n_j = W · E[hn_j] (``EntityHead``; W · E[·] + b with ``entity_projection_bias``,
+tanh(W · E[·] + b) with ``nonlinear`` too) and B = N sentences::
 
     L_s = CE( [cos(z1_i, z2_j) / τ_s]_{i,j}, arange(B) )                                          (SimCSE term)
     logits_i = [ cos(z1_i, e_j) / τ_e ]_{j=1..B}  ‖  [ cos(z1_i, n_j) / τ_e + w_hn · 1[i = j] ]_{j=1..B}
@@ -17,14 +18,18 @@ Only z1 is contrasted with entities (z2 appears only in L_s); both terms are one
 Paper vs code (methods §4.2, §4.3, §D.0, §D.1) — the defaults follow the paper's text (Eq. 1–2 over "a minibatch of
 N pairs", Table 9 for EASE-mBERT): N = 256 sentences in one contrast set (``batch_size``; GradCache,
 ``TrainSettings.grad_cache``, fits it in any memory), τ_s = 0.05, τ_e = 10 (multilingual; 100 monolingual), λ = 0.01,
-w_hn = 0 (the hard negative only in the denominator), W a learnable linear map, every other in-batch row a negative
+w_hn = 0 (the hard negative only in the denominator), W a learnable matrix (the paper: "W is a learnable matrix";
+e = W · E[·], a bias-free linear map: W · (a·E) = a · W · E, W · 0 = 0), every other in-batch row a negative
 (duplicates kept). The public code's readings (``ease/ease_models.py``, ``conf/config.yaml``, ``train_*_ease.sh``),
 which produced the released models, are settings:
 
     - ``hard_negative_weight: 1.0``: the own hard negative's logit gets +1.0 (its exp-term × e); the paper's Eq. 2 has
       no such term (default 0.0). The other B−1 sentences' hard negatives are in every denominator in both readings;
-    - ``nonlinear: true``: W is ``EntityMLPLayer`` = Linear + tanh (``EntityHead(nonlinear=True)``); the paper's W is
-      a learnable matrix (default false: Linear, with its bias);
+    - ``nonlinear: true``: W is followed by tanh as in ``EntityMLPLayer`` = Linear + tanh (``EntityHead(nonlinear=
+      True)``); the paper's W is a learnable matrix (default false: no activation);
+    - ``entity_projection_bias: true``: e = W · E[·] + b, the code's ``nn.Linear`` (bias on) and polysent's earlier
+      head; the paper's Eq. 2 compares the sentence with W · e, a matrix alone (default false: ``nn.Linear(...,
+      bias=False)``). The code's head is ``nonlinear: true`` with ``entity_projection_bias: true``;
     - ``batch_size: 8`` with ``grad_accumulation: 16 / 32``: the code's contrast set is 8 sentences (+8 entities +8
       hard negatives); accumulation does not enlarge it, so the paper's batch 128 / 256 is 7 in-batch negatives there;
     - ``duplicate_negatives: mask``: neither the paper nor the code does this — polysent's own option (its earlier
@@ -89,11 +94,14 @@ log = logging.getLogger("polysent.models.objectives.ease")
 class EaseObjective(Objective):
     """EASE (methods §4): sentence ↔ linked-entity contrast on ``hard_negatives`` rows with Wikipedia2Vec-initialised
     entities (``entity_vectors``) through W, plus the SimCSE dropout loss: L = L_simcse + λ·L_entity. Defaults are the
-    paper's (module docstring): a contrast set of ``batch_size`` 256, ``hard_negative_weight`` 0 (the hard negative
-    only in the denominator), ``nonlinear: false`` (linear W), ``duplicate_negatives: keep``; the public code's
-    readings are ``batch_size: 8`` (+ ``grad_accumulation``), ``hard_negative_weight: 1.0`` and ``nonlinear: true``
-    (Linear + tanh); ``duplicate_negatives: mask`` (same-text / same-entity columns out of the denominators) is
-    polysent's own. ``entity_temperature`` divides (10 multilingual, 100 monolingual)."""
+    paper's (module docstring; Nishikawa et al. 2022, Eq. 1–2): a contrast set of ``batch_size`` 256,
+    ``hard_negative_weight`` 0 (the hard negative only in the denominator), ``nonlinear: false`` and
+    ``entity_projection_bias: false`` (W a learnable matrix: e = W · E[·], no bias, no activation),
+    ``duplicate_negatives: keep``; the public code's readings are ``batch_size: 8`` (+ ``grad_accumulation``),
+    ``hard_negative_weight: 1.0``, ``nonlinear: true`` and ``entity_projection_bias: true`` (``EntityMLPLayer``:
+    tanh(W · E[·] + b)); ``entity_projection_bias: true`` alone (W · E[·] + b) is polysent's earlier head;
+    ``duplicate_negatives: mask`` (same-text / same-entity columns out of the denominators) is polysent's own.
+    ``entity_temperature`` divides (10 multilingual, 100 monolingual)."""
 
     kind: Literal["ease"] = "ease"
     data: Literal["hard_negatives"] = "hard_negatives"
@@ -105,6 +113,7 @@ class EaseObjective(Objective):
     hard_negatives: bool = True
     hard_negative_weight: float = 0.0
     nonlinear: bool = False
+    entity_projection_bias: bool = False
     duplicate_negatives: DuplicateNegatives = "keep"
     seed: int = 0
 
@@ -137,7 +146,8 @@ class EaseComponent(Component):
                            batches),
             DuplicateTally(log, name, "entity term", "same-entity", o.duplicate_negatives, self.data.entity,
                            self.plan, batches))
-        head = EntityHead.from_vectors(self.data.vectors, student.dim, nonlinear=o.nonlinear, seed=o.seed)
+        head = EntityHead.from_vectors(self.data.vectors, student.dim, nonlinear=o.nonlinear, seed=o.seed,
+                                       bias=o.entity_projection_bias)
         self.modules["entities"] = head.to(device)
 
     def batch(self, step: int) -> StepBatch:
