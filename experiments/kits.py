@@ -267,7 +267,12 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
              "bitext_pairs": dirs["bitext"] / bitext.tables["bitext_pairs"]}
     from experiments.ease_corpus import prepare_ease
 
-    train.update(prepare_ease(data, work / "ease"))
+    for name, path in prepare_ease(data, work / "ease-build").items():  # keep the two tables, not the stages' files
+        (work / "ease").mkdir(exist_ok=True)
+        train[name] = work / "ease" / path.name
+        path.rename(train[name])
+    shutil.rmtree(work / "ease-build")
+    shutil.rmtree(work / "ntrex-train")  # read by the bitext stage only
     stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "rows": rows, "clustering": clustering,
              "tatoeba_report_pairs": tatoeba_report_pairs, "decision_tatoeba": DECISION_TATOEBA,
              "decision_stsb_pairs": DECISION_STSB_PAIRS}
@@ -322,6 +327,7 @@ def _random_init_bitext(data: Path, work: Path, quota: int = 4000, vocab: int = 
     train_tokenizer(TokenizerSettings(vocab_size=vocab, min_frequency=2), {"t": work / "tokenizer_texts.parquet"},
                     work)
     (work / "tokenizer_texts.parquet").unlink()
+    shutil.rmtree(work / "ntrex-train")
     return {"tables": {"train": _rel({"bitext_pairs": pairs}, work), "report": _rel(report_t, work), "decision": {}},
             "tokenizer": "tokenizer", "stats": {"bitext": bitext.stats, "sts17_rows_trained_tracks": sts_rows,
                                                 "quota": quota, "vocab": vocab}}

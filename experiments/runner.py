@@ -22,17 +22,20 @@ import numpy as np
 from experiments import kits
 from experiments.figures import evaluation_settings, figures
 from experiments.ledger import RowKey, canonical_hash, safe_name, write_row
-from experiments.paths import REPO, RUNS
+from experiments.paths import KITS, REPO, RUNS
 from experiments.question import ConditionSpec, Question
 
 log = logging.getLogger("polysent.experiments.runner")
 
 
 def commit() -> str:
-    """The checked-out commit (``+dirty`` when tracked files differ from it), or ``unknown`` outside git (a GPU
-    machine's copy of the tree has no ``.git``: ``POLYSENT_COMMIT`` carries it there)."""
+    """The checked-out commit (``+dirty`` when tracked files differ from it); on a GPU machine's copy of the tree,
+    which has no ``.git``, the commit written beside the carried kits (or ``POLYSENT_COMMIT``); else ``unknown``."""
     if os.environ.get("POLYSENT_COMMIT"):
         return os.environ["POLYSENT_COMMIT"]
+    carried = KITS / "COMMIT"  # written by `make gpu-carry` beside the kits that travel to a GPU machine
+    if not (REPO / ".git").exists() and carried.is_file():
+        return carried.read_text(encoding="utf-8").strip()
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,

@@ -365,40 +365,25 @@ def test_ease_trains_under_grad_cache_like_the_direct_loss(tmp_path: Path, corpu
     np.testing.assert_allclose(losses[3], losses[None], rtol=1e-4)
 
 
-# ---------------------------------------------------------------------------------------------- the bench
-def test_replication_conditions_compare_contrast_sets_at_equal_pairs_per_update(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench/replications.py ``ease``: EASE+SimCSE and SimCSE at 256 pairs per update, as one contrast set through
-    GradCache (``[256]``) and as 32 accumulated micro-batches of 8 (``[8x32]``); ``_train`` applies the overrides."""
-    import argparse
+# ---------------------------------------------------------------------------------------------- the experiment
+def test_the_contrast_set_conditions_compare_equal_pairs_per_update() -> None:
+    """experiments/ease: EASE+SimCSE and SimCSE at 256 pairs per update, as one contrast set through GradCache
+    (``[256]``) and as 32 accumulated micro-batches of 8 (``[8x32]``), and one set of 64 seeing as many pairs in all;
+    the question's ``train_settings`` applies the overrides."""
+    from experiments.question import load_question
 
-    import models.train
-    from bench.replications import EASE_CONTRAST_STEPS, _ease_conditions, _train
-
-    conditions = {c.name: c for c in _ease_conditions(argparse.Namespace(scale=1, secondary_seeds=3))}
-    assert list(conditions) == ["ease+simcse", "simcse", "ease+simcse[256]", "simcse[256]", "ease+simcse[8x32]",
-                                "simcse[8x32]"]
+    q = load_question("ease")
     for name in ("ease+simcse", "simcse"):
-        big, small = conditions[f"{name}[256]"], conditions[f"{name}[8x32]"]
-        (o_big,), (o_small,) = big.objectives, small.objectives
-        assert (o_big.batch_size, dict(big.train)) == (256, {"grad_cache": 64})
-        assert (o_small.batch_size, dict(small.train)) == (8, {"grad_accumulation": 32})
-        assert dataclasses.replace(o_big, batch_size=8) == o_small  # nothing else differs
-        assert big.steps == small.steps == EASE_CONTRAST_STEPS
+        big, small, mid = (q.train_settings(q.condition(f"{name}[{tag}]"), 13, 10, start="start", device="cpu")
+                           for tag in ("256", "8x32", "64"))
+        (o_big,), (o_small,), (o_mid,) = big.objectives, small.objectives, mid.objectives
+        assert (o_big.batch_size, big.grad_cache, big.grad_accumulation) == (256, 64, 1)
+        assert (o_small.batch_size, small.grad_cache, small.grad_accumulation) == (8, None, 32)
+        assert dataclasses.replace(o_big, batch_size=8) == o_small == dataclasses.replace(o_mid, batch_size=8)
+        assert big.steps == small.steps == 20 and mid.steps == 80
+        pairs = [s.objectives[0].batch_size * s.grad_accumulation * s.steps for s in (big, small, mid)]
+        assert pairs == [5120] * 3
         assert (o_big.entity_weight == 0.0) is (name == "simcse")
-    seen: list[TrainSettings] = []
-
-    def capture(settings: TrainSettings, *a: object, **kw: object) -> None:
-        seen.append(settings)
-        raise RuntimeError("captured")
-
-    monkeypatch.setattr(models.train, "train", capture)
-    for name in ("simcse[256]", "simcse[8x32]"):
-        with pytest.raises(RuntimeError, match="captured"):
-            _train(conditions[name], "start", {}, tmp_path / name, steps=2, lr=2e-5, seed=13, device="cpu",
-                   encoder={})
-    assert [(s.grad_cache, s.grad_accumulation, s.steps) for s in seen] == [(64, 1, 2), (None, 32, 2)]
-    assert [s.objectives[0].batch_size * s.grad_accumulation for s in seen] == [256, 256]
 
 
 def test_entity_vectors_train_five_iterations_unless_a_config_says_otherwise() -> None:

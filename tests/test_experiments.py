@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from experiments import verdicts
 from experiments.ledger import RowKey, read_rows, safe_name, write_row
 from experiments.pages import render
@@ -145,7 +145,7 @@ def test_the_decision_keeps_the_incumbent_unless_a_candidate_is_ahead_by_the_bar
         out = []
         for s, base in zip((13, 14, 15), (90.0, 91.0, 92.0), strict=True):
             out.append(_row("inc", s, **{figs[0]: base, figs[1]: 80.0}))
-            out.append(_row("cand", s, **{figs[0]: base + b_shift, figs[1]: 80.0 + b_shift + 0.01 * s}))
+            out.append(_row("cand", s, **{figs[0]: base + b_shift, figs[1]: 80.0 + b_shift + 0.001 * s}))
         return out
 
     assert verdicts.decide(rows(1.0), "inc", ["cand"], figs, 1)[0] == "cand"
