@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.paths import SHARED
+from experiments.paths import EXPERIMENTS, REPO, SHARED
 
 
 def _questions(names: list[str]) -> list[str]:
@@ -83,9 +83,9 @@ def cmd_run_row(a: argparse.Namespace) -> int:
 
 def _tables(names: list[str], check: bool) -> int:
     from experiments.ledger import read_rows
-    from experiments.pages import render
+    from experiments.pages import HEADLINE_START, headline, render, with_headline
     from experiments.plan import plan
-    from experiments.question import load_question
+    from experiments.question import load_question, questions
 
     differ = []
     for name in names:
@@ -100,6 +100,22 @@ def _tables(names: list[str], check: bool) -> int:
                 tmp = page.with_name(".RESULTS.md.tmp")
                 tmp.write_text(text, encoding="utf-8")
                 os.replace(tmp, page)
+    readme = REPO / "README.md"
+    in_repo = EXPERIMENTS == REPO / "experiments"  # a test's own questions leave the README alone
+    if in_repo and readme.is_file() and HEADLINE_START in readme.read_text(encoding="utf-8"):
+        items = []
+        for name in questions():
+            q = load_question(name)
+            rows = read_rows(q.results)
+            items.append((q, rows, plan(q, rows)))
+        old_text = readme.read_text(encoding="utf-8")
+        text = with_headline(old_text, headline(items))
+        if text != old_text:
+            differ.append(str(readme))
+            if not check:
+                tmp = readme.with_name(".README.md.tmp")
+                tmp.write_text(text, encoding="utf-8")
+                os.replace(tmp, readme)
     if check and differ:
         print("RESULTS.md differs from its ledger: " + ", ".join(differ) + " (run `polysent experiment tables`)")
         return 1

@@ -159,3 +159,37 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
     if q.checks:
         out += ["## Checked before a verdict is read", "", *[f"- {x}" for x in q.checks], ""]
     return out
+
+
+HEADLINE_START = "<!-- experiments:headline:start -->"
+HEADLINE_END = "<!-- experiments:headline:end -->"
+
+
+def headline(items: Sequence[tuple[Question, Sequence[dict[str, Any]], Sequence[PlannedRow]]]) -> str:
+    """The top-level README's one table: every claim's and decision's current verdict with its question's rows done,
+    linked to the question's page (generated like the pages, between the README's headline markers)."""
+    lines = ["| question | claim or decision | verdict | rows |", "|---|---|---|---|"]
+    for q, rows, planned in items:
+        done = sum(p.state == "done" for p in planned)
+        link = f"[{q.name}](experiments/{q.name}/RESULTS.md)"
+        for c in q.comparisons:
+            diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale),
+                                     f) for f in c.figures]
+            lines.append(f"| {link} | {c.claim} (×{c.scale}) | {verdicts.claim_verdict(diffs)} | "
+                         f"{done} / {len(planned)} |")
+        if q.decision:
+            d = q.decision
+            default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale)
+            verdict = "pending" if why.startswith("pending") else f"`{default}`"
+            lines.append(f"| {link} | default of {d.setting} (×{d.scale}) | {verdict} | {done} / {len(planned)} |")
+    return "\n".join(lines)
+
+
+def with_headline(readme: str, table: str) -> str:
+    """``readme`` with the text between the headline markers replaced by ``table``; a README without the markers is
+    an error naming them."""
+    if HEADLINE_START not in readme or HEADLINE_END not in readme:
+        raise ValueError(f"README.md: no {HEADLINE_START} … {HEADLINE_END} markers for the headline table")
+    head, rest = readme.split(HEADLINE_START, 1)
+    _, tail = rest.split(HEADLINE_END, 1)
+    return f"{head}{HEADLINE_START}\n{table}\n{HEADLINE_END}{tail}"

@@ -51,9 +51,14 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
 def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedRow]:
     """Every planned row of ``q`` with its state and estimates (the start's scores first when the question has
     them)."""
+    from experiments import kits
     from experiments.runner import trained_hash
 
     rows = read_rows(q.results) if rows is None else rows
+    try:  # the prepared kit's corpus hashes; without the kit, each row's own (its corpus is taken as unchanged)
+        current: dict[str, str] | None = kits.load_manifest(q.kit)["hashes"]["train"]
+    except FileNotFoundError:
+        current = None
     done = {row_key(r): r for r in rows}
     out = []
     if q.score_start:
@@ -65,8 +70,11 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
     for c, seed, scale in q.planned():
         key = RowKey(c.name, seed, scale)
         row = done.get(key)
-        state = "pending" if row is None else ("done" if row.get("trained_hash") == trained_hash(q, c, seed, scale)
-                                               else "stale")
+        if row is None:
+            state = "pending"
+        else:
+            tables = current if current is not None else dict(row.get("tables") or {})
+            state = "done" if row.get("trained_hash") == trained_hash(q, c, seed, scale, tables) else "stale"
         out.append(PlannedRow(q.name, key, c, state, q.scale(scale).runs_on,
                               estimate(q, rows, c.name, scale, "cpu"), estimate(q, rows, c.name, scale, "gpu")))
     return out

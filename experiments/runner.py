@@ -60,14 +60,16 @@ def hardware() -> dict[str, Any]:
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__}
 
 
-def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int) -> str:
-    """The content hash of what a row trains: the run's full training settings (the start named by its id), the
-    kit and the scale's precision. A row whose hash differs from the question's current one is *stale*."""
+def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str]) -> str:
+    """The content hash of what a row trains: the run's full training settings (the start named by its id, the
+    scale's steps, batch and precision), the sha256 of every corpus table it reads (``tables``: name → hash), and
+    the figures it is scored on. A row whose hash differs from the question's current one is *stale*."""
     from models.settings_io import to_mapping
 
     settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
     return canonical_hash({"training": to_mapping(settings), "kit": q.kit, "figures": sorted(q.evaluation.report),
-                           "decision": sorted(q.evaluation.decision)})
+                           "decision": sorted(q.evaluation.decision),
+                           "tables": {k: tables.get(k) for k in settings.tables()}})
 
 
 def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], out: Path, run: str,
@@ -137,14 +139,14 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
                                  key.file_name(), eval_device)
     steps_table = folder / "train" / res.tables["train_steps"]
     metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()}}
-    used = {t: train_tables[t] for t in settings.tables() if t in train_tables}
+    hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in settings.tables()}
     row = {"question": q.name, "condition": condition.name, "seed": seed, "scale": scale,
            "precision": res.stats["precision"], "device": res.stats["device"], "steps": settings.steps,
            "metrics": {k: round(v, 4) for k, v in metrics.items()},
            "training": {"final_loss": res.stats["final_loss"], **train_curves(steps_table, q.evaluation.train_curves)},
            "train_seconds": round(train_s, 1), "eval_seconds": round(report_s + decision_s, 1),
-           "hardware": hardware(), "commit": commit(), "trained_hash": trained_hash(q, condition, seed, scale),
-           "tables": kits.table_hashes(used), "start": q.start, "origin": origin,
+           "hardware": hardware(), "commit": commit(), "trained_hash": trained_hash(q, condition, seed, scale, hashes),
+           "tables": hashes, "start": q.start, "origin": origin,
            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
            "concurrent_jobs": int(os.environ.get("POLYSENT_EXPERIMENT_WORKERS", "1"))}
     write_row(results or q.results, row)

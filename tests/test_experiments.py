@@ -164,6 +164,20 @@ def test_every_committed_results_page_is_what_its_ledger_generates() -> None:
             f"{page} differs from its ledger: run `polysent experiment tables`"
 
 
+def test_the_readme_headline_is_what_the_ledgers_generate() -> None:
+    from experiments.pages import HEADLINE_START, headline, with_headline
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    if HEADLINE_START not in readme:
+        pytest.fail("README.md has no headline markers for the experiments table")
+    items = []
+    for name in questions():
+        q = load_question(name)
+        rows = read_rows(q.results)
+        items.append((q, rows, plan(q, rows)))
+    assert with_headline(readme, headline(items)) == readme, "run `polysent experiment tables`"
+
+
 def test_a_page_shows_means_seeds_verdicts_and_what_is_pending(tmp_path: Path) -> None:
     q = load_question(_question_file(tmp_path))
     rows = []
