@@ -27,18 +27,14 @@ one sentence does not fix the reading, so each reading is a ``scaling`` value (m
 
 Why the default is ``"none"``: with ``"row"`` each row's loss is invariant to any affine change of its own
 similarities, so the loss cannot see embeddings contracting, and the gradient through min rewards pulling a row's
-*least* similar candidate toward the anchor (``tests/test_mpcl_fidelity.py`` pins both); from all-MiniLM-L6-v2 it cost
-4.8 Tatoeba points against the unscaled loss, mostly xx→en (``bench/train_quality.py``). Measured from
-multilingual-e5-small (``bench/replications.py mpcl --scale 10``, H200, seeds 13 14 15; Tatoeba trained / never
-trained / BUCC zh-en F1 / STS17, start 94.73 / 86.96 / 87.45 / 61.96): ``"none"`` multiple positives 96.22 / 90.33 /
-95.64 / 66.18 vs "+Single" through the same loss 96.38 / 90.27 / 95.11 / 65.39 — ahead where the paper says (BUCC,
-STS), Tatoeba tied or behind; ``"row"`` (one seed) 96.57 / 90.88 / 96.54 / 66.79 (no collapse from this stronger
-start). The detached readings keep the loss a softmax cross-entropy (every negative is pushed away) but still hide a
-uniform contraction from the loss value; ``"none"`` trains as the paper reports and cannot reward the collapse, so it
-is the default (README "Replications" has every measured reading and seed). Open: ``"row_detached"`` at ×1 (CPU,
-seed 13, 60 steps) scored 95.70 / 89.41 / 95.95 / 65.43 against ``"none"``'s 95.37 / 87.69 / 91.94 / 66.03 in the
-same run — ahead on Tatoeba and BUCC, behind on STS17; if seeds 14 and 15 agree, the paper's min–max (detached) is
-not measured worse and becomes the default.
+*least* similar candidate toward the anchor (``tests/test_mpcl_fidelity.py`` pins both). The detached readings keep
+the loss a softmax cross-entropy (every negative is pushed away) but still hide a uniform contraction from the loss
+value; ``"row_detached"`` is, up to a constant, a per-row temperature τ·(hi − lo + ε)/2, so it is partly a sharper
+temperature. ``"none"`` is plain Eq. 1–2 at temperature τ and cannot reward the collapse, so it is the default until
+a measurement says otherwise. Which reading, temperature and anchor choice should be the default, and whether
+multiple positives beat "+Single" under each, is the question ``experiments/mpcl_scaling/`` (claim and protocol in
+its ``README.md``, results only in ``experiments/mpcl_scaling/RESULTS.md``, generated from the ledger); a changed
+default is re-measured there before it lands.
 
 ``positives="inside"`` (paper Eq. 2, the default; K positives summed inside the log, positives also in the
 denominator)::
@@ -126,7 +122,7 @@ class MpclObjective(Objective):
     ``languages`` (all the group has when empty) — the paper's anchor sees K = 5 positives even with 15 languages, so
     the default draws 6 (``None``: every member); positives summed inside the log (``inside``, paper Eq. 2) or
     SupCon's ``outside``; ``scaling``: the reading of the paper's min–max scaling into [−1/τ, 1/τ] — ``none`` (s/τ,
-    the default, measured in ``bench/replications.py mpcl``), ``row`` (each anchor row's min and max, gradients
+    the default; ``experiments/mpcl_scaling/RESULTS.md``), ``row`` (each anchor row's min and max, gradients
     through them), ``row_detached`` (the same with min and max constants), ``matrix`` / ``matrix_detached`` (one range
     for the batch; module docstring); ``minmax_self``: the self-similarity joins the min–max range.
     ``split_pairs``: the paper's "+Single" baseline through the same loss and scaling — each group's drawn members

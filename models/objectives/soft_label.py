@@ -44,20 +44,18 @@ The Eq. 7 target M (``mono_target``, used by ``mono_terms="paper"`` only; the sa
         ``mono_target`` now trains the literal Eq. 7; add ``mono_target: recomputed`` for the earlier loss).
     The two are equal when W is symmetric: a raw W = S_T always, a softmax W exactly when its columns sum to 1 (they
     sum to 0.71–1.44 on a toy batch, so in general they differ). ``column_target`` does not switch M: its default is
-    the public code's reading (measured equal to the literal one), Eq. 7's default is the paper's text, so each is its
+    the public code's reading (what produced the paper's numbers), Eq. 7's default is the paper's text, so each is its
     own setting; ``column_target="transposed", mono_target="transposed"`` reads Eq. 6–7 literally throughout, and
     ``"recomputed", "recomputed"`` normalises every column target as the code does.
 
 Defaults: τ = 0.1 for targets and student (paper §13, ``train.sh``), "priority", softmax targets, no TMS, λ = 0.1,
 ``column_target="recomputed"``, ``mono_terms="paper"``, ``mono_target="transposed"``. ``SoftLabelObjective``
 (models.settings) carries the same defaults and passes every field.
-Measured with the defaults from multilingual-e5-small (``bench/replications.py soft_label``, seeds 13 14 15, the
-frozen start as the multilingual teacher, same language-pair batches; Tatoeba trained / never trained / BUCC zh-en F1,
-start 94.73 / 86.96 / 87.45): ×10 (H200) soft labels 96.06 / 89.31 / 94.10 vs hard labels 95.23 / 88.34 / 88.50; ×1
-soft 95.53 / 89.16 / 94.82 vs hard 94.84 / 85.74 / 88.88 — the paper's ordering at both scales. ``transposed`` at ×1:
-95.52 / 89.26 / 94.76, equal to ``recomputed`` within the seeds' spread, so the public code's reading stays the
-default. TMS (λ = 0.1, ``mono_terms="paper"`` with the W target, now ``mono_target="recomputed"``) at ×1: 95.29 /
-87.92 / 93.27, below no TMS (README "Replications"); the literal Eq. 7 target (Wᵀ) is not measured yet.
+Whether soft labels beat hard labels on the same language-pair batches, Priority vs Average labels, TMS, the two
+column-target readings and a monolingual teacher against the multilingual start are the question
+``experiments/soft_labels/`` (claim and protocol in its ``README.md``; results only in
+``experiments/soft_labels/RESULTS.md``, generated from the ledger). Hard labels are this loss with one-hot targets
+(= 2 × symmetric InfoNCE, "Relations" below), so that comparison changes the targets only.
 
 Paper vs code (methods §3.3, §D.0, §D.3):
     - Column target: "recomputed" is the code, "transposed" the literal Eq. 6 (above).
