@@ -13,6 +13,7 @@ row's ``metrics`` hold (decision figures prefixed ``decision.``). Higher is bett
 | ``stsb_mono``, ``stsb_cross`` | STS-B multi-mt Spearman × 100, monolingual / cross-lingual subsets |
 | ``xsim_error`` | xSIM error rate % (ratio margin, x → en), mean over languages |
 | ``mewsc_accuracy`` | MewsC-16 k-means + Hungarian accuracy (EASE's protocol), mean over languages |
+| ``train.<column>`` | a ``train_steps`` column read at the run's last probed update (``experiments.runner``) |
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def evaluation_settings(names: Sequence[str], batch_size: int) -> object:
         XsimSettings,
     )
 
-    base = {n.removeprefix("decision.").split(".")[0] for n in names}
+    base = {n.removeprefix("decision.").split(".")[0] for n in names if not n.startswith("train.")}
     sts = tuple(sorted({"sts17" for n in base if n.startswith("sts17")} |
                        {"stsb_multi_mt" for n in base if n.startswith("stsb")}))
     return EvaluationSettings(

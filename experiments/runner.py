@@ -75,6 +75,7 @@ def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int, t
 def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], out: Path, run: str,
           device: str) -> tuple[dict[str, float], float]:
     """The figures ``names`` of ``model`` on the kit's ``which`` sets (``report`` / ``decision``) and the seconds."""
+    names = tuple(n for n in names if not n.startswith("train."))  # read from the training log, not scored
     if not names:
         return {}, 0.0
     from dataclasses import replace
@@ -93,7 +94,7 @@ def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], ou
 
 
 def train_curves(steps_table: Path, columns: tuple[str, ...], windows: int = 10) -> dict[str, Any]:
-    """Mean of each logged column over ``windows`` equal windows of the run, and its last logged value."""
+    """Mean of the loss and each logged column over ``windows`` equal windows of the run (``curve.<column>``)."""
     import pyarrow.parquet as pq
 
     t = pq.read_table(steps_table).to_pydict()
@@ -104,9 +105,29 @@ def train_curves(steps_table: Path, columns: tuple[str, ...], windows: int = 10)
         xs = np.asarray([np.nan if v is None else v for v in t[c]], dtype=float)
         out[f"curve.{c}"] = [round(float(np.nanmean(w)), 5) if np.isfinite(w).any() else None
                              for w in np.array_split(xs, windows)]
-        last = next((v for v in reversed(t[c]) if v is not None), None)
-        if last is not None:
-            out[f"last.{c}"] = float(last)
+    return out
+
+
+def train_figures(steps_table: Path, columns: tuple[str, ...]) -> dict[str, float]:
+    """``train.<column>`` for each logged column, read at one step: the last step at which every column that was
+    logged at all has a value (a probe logged every ``monitor_every`` updates and the per-step terms are then read at
+    the same update, so they compare like with like); plus ``train.probe_gap`` = translation NLL from an unrelated
+    pair's μ_sem − from the translation's (nats; 0: the decoder does not read μ_sem) when both are logged."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(steps_table).to_pydict()
+    present = [c for c in columns if c in t and any(v is not None for v in t[c])]
+    if not present:
+        return {}
+    n = len(t[present[0]])
+    at = next((i for i in range(n - 1, -1, -1) if all(t[c][i] is not None for c in present)), None)
+    if at is None:
+        return {}
+    out = {f"train.{c}": float(t[c][at]) for c in present}
+    if "train.translation_nll" in out and "train.translation_nll_unrelated" in out:
+        out["train.probe_gap"] = out["train.translation_nll_unrelated"] - out["train.translation_nll"]
+    if "step" in t:
+        out["train.probe_step"] = float(t["step"][at])
     return out
 
 
@@ -138,7 +159,8 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     decision, decision_s = score(q, model, "decision", q.evaluation.decision, folder / "decision",
                                  key.file_name(), eval_device)
     steps_table = folder / "train" / res.tables["train_steps"]
-    metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()}}
+    metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()},
+               **train_figures(steps_table, q.evaluation.train_curves)}
     hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in settings.tables()}
     row = {"question": q.name, "condition": condition.name, "seed": seed, "scale": scale,
            "precision": res.stats["precision"], "device": res.stats["device"], "steps": settings.steps,
