@@ -84,8 +84,9 @@ def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], ou
 
     settings = replace(evaluation_settings(names, q.evaluation.batch_size), device=device)
     t0 = time.perf_counter()
-    evaluate_model(settings, model, kits.tables(q.kit, which), out, run=run, progress=False)
-    got = figures(out / "eval_results.parquet", q.evaluation.trained_tatoeba)
+    out.mkdir(parents=True, exist_ok=True)
+    res = evaluate_model(settings, model, kits.tables(q.kit, which), out, run=run, progress=False)
+    got = figures(out / res.tables["eval_results"], q.evaluation.trained_tatoeba)
     missing = [n for n in names if n.split(".")[0] not in {k.split(".")[0] for k in got}]
     if missing:
         raise ValueError(f"{q.name}: the {which} sets of kit {q.kit} give no {', '.join(missing)} (figures: "
