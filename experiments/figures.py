@@ -1,8 +1,8 @@
 """The figures a verdict reads, from one ``eval_results`` table (``models.evaluation.suite``).
 
-Figure names are what ``question.yaml`` lists under ``evaluation.report`` / ``evaluation.decision`` and what a ledger
-row's ``metrics`` hold (decision figures prefixed ``decision.``). Higher is better for every figure except
-``xsim_error`` (``LOWER_IS_BETTER``).
+Figure names are what ``question.yaml`` lists under ``evaluation.report`` / ``decision`` / ``final`` and what a
+ledger row's ``metrics`` hold (decision figures prefixed ``decision.``, full-set figures ``final.``). Higher is better
+for every figure except ``xsim_error`` (``LOWER_IS_BETTER``).
 
 | figure | what |
 |---|---|
@@ -28,7 +28,7 @@ KNOWN = ("tatoeba_trained", "tatoeba_untrained", "tatoeba_mean", "bucc_f1", "sts
 
 
 def higher_is_better(figure: str) -> bool:
-    return figure.removeprefix("decision.") not in LOWER_IS_BETTER
+    return figure.removeprefix("decision.").removeprefix("final.") not in LOWER_IS_BETTER
 
 
 def figures(results: Path, trained: Sequence[str]) -> dict[str, float]:
@@ -80,7 +80,8 @@ def evaluation_settings(names: Sequence[str], batch_size: int) -> object:
         XsimSettings,
     )
 
-    base = {n.removeprefix("decision.").split(".")[0] for n in names if not n.startswith("train.")}
+    base = {n.removeprefix("decision.").removeprefix("final.").split(".")[0] for n in names
+            if not n.startswith("train.")}
     sts = tuple(sorted({"sts17" for n in base if n.startswith("sts17")} |
                        {"stsb_multi_mt" for n in base if n.startswith("stsb")}))
     return EvaluationSettings(

@@ -17,7 +17,9 @@ Kits:
   and xSIM on NTREX's held-out documents (every 5th document). Decision sets, disjoint from those rows: Tatoeba pairs
   ``idx`` in ``DECISION_TATOEBA`` (the tail of each file; languages whose file is shorter have none) and STS-B
   multi-mt *dev* (en de es fr; its first 500 pairs; the report shows STS17 test), monolingual and cross-lingual.
-  The decision sets are a tenth of the report's size: a search scores every candidate on them.
+  The decision sets are a tenth of the report's size: a search scores every candidate on them. **Full** sets, for
+  the final comparison of a search: the report sets with every Tatoeba pair outside the decision range (up to 900
+  a language) instead of the first 300.
 - ``random_init_bitext`` — VMSST's random-init comparison: en/es-pivot pairs (equal quotas of 4,000 per pivot and
   language) from NTREX-128's training documents in en es de fr ru it pt nl tr and Multi30k en de fr cs; a 4,000-piece
   BPE tokenizer trained on them (``models.tokenizer``). Report sets: Tatoeba on the 8 trained languages Tatoeba has
@@ -70,7 +72,7 @@ def load_manifest(kit: str, root: Path | None = None) -> dict[str, Any]:
 
 
 def tables(kit: str, which: str, root: Path | None = None) -> dict[str, Path]:
-    """``train``, ``report`` or ``decision`` tables of a prepared kit as absolute paths."""
+    """``train``, ``report``, ``decision`` or ``full`` tables of a prepared kit as absolute paths."""
     base = kit_dir(kit, root)
     return {k: base / v for k, v in load_manifest(kit, root)["tables"].get(which, {}).items()}
 
@@ -254,7 +256,14 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
         dirs["decision"])
     report_t = {k: dirs["report"] / v for k, v in report.tables.items()}
     decision_t = {k: dirs["decision"] / v for k, v in decision.tables.items()}
-    rows = {"report_tatoeba": _filter_rows(report_t["eval_tatoeba"],
+    # the full sets of a final comparison: the report's, with every Tatoeba pair outside the decision range
+    (work / "full").mkdir()
+    full_t = {**report_t, "eval_tatoeba": work / "full" / "eval_tatoeba.parquet"}
+    shutil.copyfile(report_t["eval_tatoeba"], full_t["eval_tatoeba"])
+    lo, hi = DECISION_TATOEBA
+    rows = {"full_tatoeba": _filter_rows(full_t["eval_tatoeba"], lambda t: pc.or_(
+                pc.less(t.column("idx"), lo), pc.greater_equal(t.column("idx"), hi))),
+            "report_tatoeba": _filter_rows(report_t["eval_tatoeba"],
                                            lambda t: pc.less(t.column("idx"), tatoeba_report_pairs)),
             "decision_tatoeba": _filter_rows(decision_t["eval_tatoeba"], lambda t: pc.and_(
                 pc.greater_equal(t.column("idx"), DECISION_TATOEBA[0]), pc.less(t.column("idx"), DECISION_TATOEBA[1]))),
@@ -276,7 +285,8 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
     stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "rows": rows, "clustering": clustering,
              "tatoeba_report_pairs": tatoeba_report_pairs, "decision_tatoeba": DECISION_TATOEBA,
              "decision_stsb_pairs": DECISION_STSB_PAIRS}
-    return {"tables": {"train": _rel(train, work), "report": _rel(report_t, work), "decision": _rel(decision_t, work)},
+    return {"tables": {"train": _rel(train, work), "report": _rel(report_t, work), "decision": _rel(decision_t, work),
+                       "full": _rel(full_t, work)},
             "stats": stats}
 
 

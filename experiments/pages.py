@@ -107,8 +107,13 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
                 dec = [f"decision.{f}" for f in q.evaluation.decision]
                 lines += ["Decision sets (disjoint from the report sets; a search selects on these):", "",
                           *_table(rs, order, dec), ""]
+            finals = [c.name for c in q.conditions if c.final]
+            if q.evaluation.final and finals:
+                lines += ["Final comparison on the full sets (every Tatoeba pair outside the decision range):", "",
+                          *_table(rs, ["start", *finals], [f"final.{f}" for f in q.evaluation.final]), ""]
             lines += _curves([r for r in rs if r["condition"] != "start"], order, q.evaluation.train_curves)
-            figs = list(q.evaluation.report) + [f"decision.{f}" for f in q.evaluation.decision]
+            figs = list(q.evaluation.report) + [f"decision.{f}" for f in q.evaluation.decision] + \
+                [f"final.{f}" for f in q.evaluation.final]
             lines += ["<details><summary>Every run</summary>", "", *_per_seed(rs, figs), "", "</details>", ""]
     if todo:
         lines += ["## Pending", "", "| state | runs on | row | estimate |", "|---|---|---|---|"]

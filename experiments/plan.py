@@ -52,7 +52,7 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
     """Every planned row of ``q`` with its state and estimates (the start's scores first when the question has
     them)."""
     from experiments import kits
-    from experiments.runner import trained_hash
+    from experiments.runner import start_hash, trained_hash
 
     rows = read_rows(q.results) if rows is None else rows
     try:  # the prepared kit's corpus hashes; without the kit, each row's own (its corpus is taken as unchanged)
@@ -65,8 +65,13 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
         key = RowKey("start", 0, 0)
         start = ConditionSpec(name="start", objectives=())
         ev = [_cost(r) for r in rows if r["condition"] == "start"]
-        out.append(PlannedRow(q.name, key, start, "done" if key in done else "pending", "cpu",
-                              statistics.median(ev) if ev else 300.0, None))
+        need = {*(x for x in q.evaluation.report if not x.startswith("train.")),
+                *(f"decision.{x}" for x in q.evaluation.decision),
+                *((f"final.{x}" for x in q.evaluation.final) if any(c.final for c in q.conditions) else ())}
+        row = done.get(key)
+        state = "pending" if row is None else ("done" if row.get("trained_hash") == start_hash(q) and
+                                               need <= set(row["metrics"]) else "stale")
+        out.append(PlannedRow(q.name, key, start, state, "cpu", statistics.median(ev) if ev else 300.0, None))
     for c, seed, scale in q.planned():
         key = RowKey(c.name, seed, scale)
         row = done.get(key)

@@ -61,17 +61,20 @@ class ConditionSpec:
     grad_cache: AtLeastOne | None = None
     grad_accumulation: AtLeastOne = 1
     encoder: EncoderSettings | None = None
+    final: bool = False  # also scored on the kit's full sets (a search's final comparison: the incumbent, the winner)
     note: str = ""
 
 
 @dataclass(frozen=True)
 class EvaluationSpec:
-    """Which figures each row records: ``report`` (the sets the final comparison shows) and ``decision`` (the
-    disjoint subset a search selects on; empty for a question that selects nothing). ``trained_tatoeba``: the Tatoeba
-    languages the corpora train (the rest are *never trained*)."""
+    """Which figures each row records: ``report`` (the report sets), ``decision`` (the disjoint subset a search
+    selects on; empty for a question that selects nothing) and ``final`` (the full sets, disjoint from the decision
+    sets: a search's final comparison, scored for the conditions marked ``final`` only). ``trained_tatoeba``: the
+    Tatoeba languages the corpora train (the rest are *never trained*)."""
 
     report: tuple[str, ...]
     decision: tuple[str, ...] = ()
+    final: tuple[str, ...] = ()  # figures on the full sets, for the conditions marked ``final``
     trained_tatoeba: tuple[str, ...] = ()
     tatoeba_report_pairs: AtLeastOne = 300
     batch_size: AtLeastOne = 128

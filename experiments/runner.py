@@ -67,9 +67,11 @@ def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int, t
     from models.settings_io import to_mapping
 
     settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
-    return canonical_hash({"training": to_mapping(settings), "kit": q.kit, "figures": sorted(q.evaluation.report),
-                           "decision": sorted(q.evaluation.decision),
-                           "tables": {k: tables.get(k) for k in settings.tables()}})
+    what = {"training": to_mapping(settings), "kit": q.kit, "figures": sorted(q.evaluation.report),
+            "decision": sorted(q.evaluation.decision), "tables": {k: tables.get(k) for k in settings.tables()}}
+    if condition.final:
+        what["final"] = sorted(q.evaluation.final)
+    return canonical_hash(what)
 
 
 def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], out: Path, run: str,
@@ -159,8 +161,13 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
                              eval_device)
     decision, decision_s = score(q, model, "decision", q.evaluation.decision, folder / "decision",
                                  key.file_name(), eval_device)
+    final: dict[str, float] = {}
+    if condition.final:
+        final, final_s = score(q, model, "full", q.evaluation.final, folder / "full", key.file_name(), eval_device)
+        decision_s += final_s
     steps_table = folder / "train" / res.tables["train_steps"]
     metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()},
+               **{f"final.{k}": v for k, v in final.items()},
                **train_figures(steps_table, q.evaluation.train_curves)}
     hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in settings.tables()}
     row = {"question": q.name, "condition": condition.name, "seed": seed, "scale": scale,
@@ -195,16 +202,25 @@ def score_start(q: Question, *, device: str = "auto", results: Path | None = Non
         start = str(folder / "model")
     report, report_s = score(q, start, "report", q.evaluation.report, folder / "report", "start", device)
     decision, decision_s = score(q, start, "decision", q.evaluation.decision, folder / "decision", "start", device)
+    final: dict[str, float] = {}
+    if any(c.final for c in q.conditions):
+        final, final_s = score(q, start, "full", q.evaluation.final, folder / "full", "start", device)
+        decision_s += final_s
     row = {"question": q.name, "condition": key.condition, "seed": 0, "scale": 0, "precision": None,
            "device": device, "metrics": {**{k: round(v, 4) for k, v in report.items()},
-                                         **{f"decision.{k}": round(v, 4) for k, v in decision.items()}},
+                                         **{f"decision.{k}": round(v, 4) for k, v in decision.items()},
+                                         **{f"final.{k}": round(v, 4) for k, v in final.items()}},
            "train_seconds": 0.0, "eval_seconds": round(report_s + decision_s, 1), "hardware": hardware(),
-           "commit": commit(), "trained_hash": canonical_hash({"start": q.start, "kit": q.kit,
-                                                               "encoder": _fields(q.encoder)}),
+           "commit": commit(), "trained_hash": start_hash(q),
            "start": q.start, "origin": "run", "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
     write_row(results or q.results, row)
     shutil.rmtree(folder, ignore_errors=True)
     return row
+
+
+def start_hash(q: Question) -> str:
+    """What the start's row scores: the start model, the kit and the encoder settings (a random init's size)."""
+    return canonical_hash({"start": q.start, "kit": q.kit, "encoder": _fields(q.encoder)})
 
 
 def _fields(obj: Any) -> dict[str, Any]:
