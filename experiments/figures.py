@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 LOWER_IS_BETTER = frozenset({"xsim_error"})
+STSB_DATASET = "stsb-multi-mt"  # the ``dataset`` value of STS-B multi-mt rows (``pipelines.eval_sets.sts``)
 KNOWN = ("tatoeba_trained", "tatoeba_untrained", "tatoeba_mean", "bucc_f1", "sts17", "sts17_mono", "sts17_cross",
          "stsb_mono", "stsb_cross", "xsim_error", "mewsc_accuracy")
 
@@ -53,7 +54,7 @@ def figures(results: Path, trained: Sequence[str]) -> dict[str, float]:
             continue
         dataset = r["subset"].split("/", 1)[0]
         a, _, b = str(r["languages"]).partition("-")
-        prefix = {"sts17": "sts17", "stsb_multi_mt": "stsb"}.get(dataset)
+        prefix = {"sts17": "sts17", STSB_DATASET: "stsb"}.get(dataset)
         if prefix:
             sts.setdefault(prefix, []).append(r["value"])
             sts.setdefault(f"{prefix}_{'mono' if a == b else 'cross'}", []).append(r["value"])
@@ -83,7 +84,7 @@ def evaluation_settings(names: Sequence[str], batch_size: int) -> object:
     base = {n.removeprefix("decision.").removeprefix("final.").split(".")[0] for n in names
             if not n.startswith("train.")}
     sts = tuple(sorted({"sts17" for n in base if n.startswith("sts17")} |
-                       {"stsb_multi_mt" for n in base if n.startswith("stsb")}))
+                       {STSB_DATASET for n in base if n.startswith("stsb")}))
     return EvaluationSettings(
         tatoeba=TatoebaSettings(subsets=(), xtreme=False, mteb=False) if any(n.startswith("tatoeba") for n in base)
         else None,

@@ -36,8 +36,9 @@ AtLeastOne = Annotated[int, Range(ge=1)]
 @dataclass(frozen=True)
 class ScaleSpec:
     """A scale: ``steps`` at this scale (a condition's own ``steps`` is multiplied by ``scale``), every objective's
-    ``batch_size`` × ``batch``, the training precision, where its rows run, and a run's cost on 2 CPU cores / one GPU
-    in seconds (training + scoring) used by ``status`` until the ledger has measured rows of the scale."""
+    ``batch_size`` × ``batch``, the training precision, where its rows run, a run's cost on 2 CPU cores / one GPU
+    in seconds (training + scoring) used by ``status`` until the ledger has measured rows of the scale, and
+    ``seeds`` when only some seeds run at this scale."""
 
     scale: AtLeastOne
     steps: AtLeastOne
@@ -46,6 +47,7 @@ class ScaleSpec:
     runs_on: Literal["cpu", "gpu"] = "cpu"
     cpu_seconds: Positive | None = None
     gpu_seconds: Positive | None = None
+    seeds: tuple[int, ...] = ()  # the seeds run at this scale (every condition's own when empty)
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,8 @@ class Question:
         sitting that stops early leaves whole seeds done rather than one condition's seeds)."""
         out = []
         for scale in sorted({sc for c in self.conditions for sc in (c.scales or self.default_scales)}):
-            seeds = sorted({x for c in self.conditions for x in (c.seeds or self.seeds)})
+            only = set(self.scale(scale).seeds or ())
+            seeds = sorted({x for c in self.conditions for x in (c.seeds or self.seeds) if not only or x in only})
             for seed in seeds:
                 for c in self.conditions:
                     if scale in (c.scales or self.default_scales) and seed in (c.seeds or self.seeds):

@@ -57,8 +57,8 @@ def test_figures_split_trained_and_never_trained_languages_and_sts_by_language(t
     r.add("sts", "canonical", "sts17/en-en", "en-en", {"spearman": 80.0}, 250)
     r.add("sts", "canonical", "sts17/es-es", "es-es", {"spearman": 70.0}, 250)
     r.add("sts", "canonical", "sts17/en-de", "en-de", {"spearman": 40.0}, 250)
-    r.add("sts", "canonical", "stsb_multi_mt/de-de", "de-de", {"spearman": 77.0}, 500)
-    r.add("sts", "canonical", "stsb_multi_mt/de-fr", "de-fr", {"spearman": 66.0}, 500)
+    r.add("sts", "canonical", "stsb-multi-mt/de-de", "de-de", {"spearman": 77.0}, 500)
+    r.add("sts", "canonical", "stsb-multi-mt/de-fr", "de-fr", {"spearman": 66.0}, 500)
     r.add("xsim", "laser", "ntrex_heldout/deu-eng", "deu-eng", {"error_rate": 1.0}, 400)
     r.add("xsim", "laser", "ntrex_heldout/mean", "5 pairs", {"error_rate": 0.5}, 5)
     r.write(tmp_path / "eval_results.parquet")
@@ -73,7 +73,7 @@ def test_figures_split_trained_and_never_trained_languages_and_sts_by_language(t
 
 def test_evaluation_settings_run_only_the_tasks_the_figures_need() -> None:
     s = evaluation_settings(["tatoeba_trained", "decision.stsb_mono"], 64)
-    assert s.tatoeba is not None and s.sts is not None and s.sts.datasets == ("stsb_multi_mt",)
+    assert s.tatoeba is not None and s.sts is not None and s.sts.datasets == ("stsb-multi-mt",)
     assert s.bucc is None and s.xsim is None and s.clustering is None and s.geometry is None
     assert s.batch_size == 64
 
@@ -90,3 +90,48 @@ def test_clustering_cap_keeps_the_same_hash_chosen_rows_per_language(tmp_path: P
     a, b = (pq.read_table(tmp_path / f"{n}.parquet").to_pylist() for n in ("a", "b"))
     assert sorted(r["text"] for r in a) == sorted(r["text"] for r in b)  # chosen by content, not by file order
     assert {r["text"] for r in a} >= {f"fr text {i}" for i in range(4)}
+
+
+def test_every_figure_a_question_asks_is_computed_from_its_kits_tables(tmp_path: Path, shared_data: Path) -> None:
+    """The whole scoring path on the real evaluation readers at a tiny size: the eval_sets stage's tables (the dataset
+    names it writes), the evaluation suite and ``figures`` — a tiny random encoder scored on a slice of STS17,
+    STS-B multi-mt dev, Tatoeba and NTREX gives every figure the questions name."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from experiments.question import load_question, questions
+    from models.encoder import SentenceEncoder
+    from models.evaluation.suite import evaluate_model
+    from models.settings import EncoderSettings, TokenizerSettings
+    from models.tokenizer import train_tokenizer
+    from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
+    from pipelines.eval_sets.settings import ParallelSource, StsbMultiMtSts
+
+    (tmp_path / "eval").mkdir()
+    res = build_eval_sets(
+        EvalSetsSettings(tatoeba_languages=["deu", "ita"]),
+        EvalSources(tatoeba=shared_data / "tatoeba", sts=[
+            {"format": "semeval", "path": shared_data / "sts" / "sts17", "dataset": "sts17"},
+            StsbMultiMtSts(format="stsb_multi_mt", path=shared_data / "sts" / "stsb-multi-mt", languages=["en", "de"],
+                           split="dev")],
+            parallel=[ParallelSource(format="ntrex", path=shared_data / "parallel" / "ntrex128", languages=["deu"])]),
+        tmp_path / "eval")
+    tables = {k: tmp_path / "eval" / v for k, v in res.tables.items()}
+    for name in ("eval_tatoeba", "eval_sts", "eval_parallel"):  # a slice: the plumbing, not the numbers
+        t = pq.read_table(tables[name])
+        pq.write_table(t.filter(pc.less(t.column("idx"), 40)), tables[name])
+    texts = pq.read_table(tables["eval_sts"], columns=["s1"]).rename_columns(["text"])
+    pq.write_table(texts, tmp_path / "texts.parquet")
+    train_tokenizer(TokenizerSettings(vocab_size=300, min_frequency=1), {"t": tmp_path / "texts.parquet"}, tmp_path)
+    enc = SentenceEncoder.from_settings(EncoderSettings(hidden_size=16, num_layers=1, num_heads=2,
+                                                        intermediate_size=32, max_length=16), tmp_path / "tokenizer")
+    enc.save(tmp_path / "model")
+    wanted = {f.removeprefix("decision.").removeprefix("final.") for q in map(load_question, questions())
+              for f in (*q.evaluation.report, *q.evaluation.decision, *q.evaluation.final)}
+    wanted = {f for f in wanted if not f.startswith("train.") and f not in ("bucc_f1", "mewsc_accuracy")}
+    out = tmp_path / "scores"
+    out.mkdir()
+    r = evaluate_model(evaluation_settings(sorted(wanted), 32), tmp_path / "model", tables, out, run="t",
+                       progress=False)
+    got = figures(out / r.tables["eval_results"], ("deu",))
+    assert wanted <= set(got), sorted(wanted - set(got))
