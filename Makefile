@@ -128,7 +128,7 @@ gpu-carry: experiment-kits
 	$(BIN)/polysent experiment gpu-drain --dry-run --out data/experiments/drain-plan
 	du -sh $(KITS)
 gpu-drain:
-	PYTHONUNBUFFERED=1 python3 -m experiments gpu-drain --out $(OUT) --deadline 520 --workers 4
+	PYTHONUNBUFFERED=1 python3 -m experiments gpu-drain --out $(OUT) --deadline 520 --workers 8
 gpu-merge: $(STAMP)
 	$(BIN)/polysent experiment merge $(ROWS)
 

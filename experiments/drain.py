@@ -50,7 +50,7 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 4, names: list[str] | None = None,
+def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, names: list[str] | None = None,
           include_cpu: bool = False, device: str = "auto", dry_run: bool = False) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "drain.log").open("a", encoding="utf-8")
