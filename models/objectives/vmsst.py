@@ -107,9 +107,18 @@ class VmsstObjective(Objective):
     ``decoder_layers`` (1 in the paper). ``decoder_heads`` and ``decoder_intermediate_size`` (the semantic encoder's
     when unset) size the attention and feed-forward of the decoders *and* of the language encoder (the paper gives the
     two one width). ``dropout`` applies to the language encoder and the decoders (the paper uses none for VMSST).
-    ``decoder_vocab_size`` must equal the tokenizer's vocabulary when given. ``monitor_every``: swap probe interval in
-    updates, from update 0 (``train_steps.swap_nll_own`` / ``swap_nll_swapped``; 0 switches the probe off).
-    ``decoder_checkpointing`` recomputes the decoders (logits included) in the backward pass."""
+    ``decoder_vocab_size``: the ids the decoders' softmax runs over — unset (the tokenizer's whole vocabulary), the
+    tokenizer's vocabulary size (the same, checked), or ``corpus``: only the token ids that occur in the decoder
+    targets of the ``data`` table (every sentence of both sides, tokenised as the targets are, and the end token),
+    with the log-softmax renormalised exactly over that set and the output layer's parameters kept full-size
+    (``models.vmsst.decoder``; the set's size is logged). ``corpus`` makes a step from a pretrained multilingual
+    encoder cheaper (the output projection over a 250k-piece vocabulary is the largest part of its cost;
+    ``bench/vmsst_vocabulary.py`` measures it) but changes the objective: each token's NLL is the full model's
+    conditioned on the set, so ids outside it are no longer pushed down. It is a value of this key rather than a key
+    of its own so that the settings, and hence the cache keys, of every existing run stay as they were.
+    ``monitor_every``: swap probe interval in updates, from update 0 (``train_steps.swap_nll_own`` /
+    ``swap_nll_swapped``; 0 switches the probe off). ``decoder_checkpointing`` recomputes the decoders (logits
+    included) in the backward pass."""
 
     kind: Literal["vmsst"] = "vmsst"
     variant: Literal["vmsst", "bitranslation", "vmsst_contrastive", "contrastive"] = "vmsst"
@@ -132,7 +141,7 @@ class VmsstObjective(Objective):
     decoder_heads: AtLeastOne | None = None
     decoder_intermediate_size: AtLeastOne | None = None
     dropout: Dropout = 0.0
-    decoder_vocab_size: AtLeastOne | None = None
+    decoder_vocab_size: AtLeastOne | Literal["corpus"] | None = None
     decoder_checkpointing: bool = False
     monitor_every: NonNegativeInt = 50
     language_pair_batches: bool = False
@@ -161,9 +170,11 @@ class VmsstComponent(Component):
     Before training it refuses, with the table and an example: a pair whose language is not in the
     language-embedding table (``languages``), a sentence that tokenises to nothing (an empty decoder target), a
     ``decoder_vocab_size`` that is not the tokenizer's vocabulary, and a tokenizer with ids beyond the embedding
-    table. The corpus is tokenised once (unique texts). Each rank runs its shard of the pairs; its loss is the sum of
-    its per-pair losses over the *global* batch size, so the ranks' summed gradients equal one process's, and the
-    VMSST-CONTRASTIVE term reads gathered μ_sem like the other contrastive objectives."""
+    table. The corpus is tokenised once (unique texts); with ``decoder_vocab_size: corpus`` the decoders' output
+    vocabulary is the set of ids in those targets (``output_vocabulary``), the same on every rank. Each rank runs its
+    shard of the pairs; its loss is the sum of its per-pair losses over the *global* batch size, so the ranks' summed
+    gradients equal one process's, and the VMSST-CONTRASTIVE term reads gathered μ_sem like the other contrastive
+    objectives."""
 
     objective: VmsstObjective
     reports_metrics = True
@@ -201,10 +212,11 @@ class VmsstComponent(Component):
                         "grad_accumulation or decoder_checkpointing to bound memory)", name)
         tok = student.tokenizer
         vocab, rows = len(tok), student.backbone.get_input_embeddings().num_embeddings
-        if o.decoder_vocab_size is not None and o.decoder_vocab_size != vocab:
+        if isinstance(o.decoder_vocab_size, int) and o.decoder_vocab_size != vocab:
             raise ValueError(f"objective {name}: decoder_vocab_size {o.decoder_vocab_size} does not match the "
                              f"tokenizer's vocabulary of {vocab} tokens ({type(tok).__name__}); the decoder predicts "
-                             f"the tokenizer's ids, so leave decoder_vocab_size unset or set it to {vocab}")
+                             f"the tokenizer's ids, so leave decoder_vocab_size unset, set it to {vocab} or to "
+                             "corpus (the ids that occur in the corpus)")
         if rows < vocab:
             raise ValueError(f"objective {name}: the tokenizer has {vocab} tokens but the encoder's embedding table "
                              f"only {rows} rows; resize the model's embeddings to the tokenizer")
@@ -223,8 +235,9 @@ class VmsstComponent(Component):
                      f" — also for the {len(settings.objectives) - 1} other objective(s)"
                      if len(settings.objectives) > 1 else "")
         if o.variant != "contrastive":
+            output_ids = self.output_vocabulary(name, table, rows) if o.decoder_vocab_size == "corpus" else None
             self.modules["vmsst"] = VmsstModel(student, o, self.languages, elbo_weight=self.elbo_weight,
-                                               max_positions=self.max_length + 2).to(device)
+                                               max_positions=self.max_length + 2, output_ids=output_ids).to(device)
         similarity = ("dot products" if o.contrastive_similarity == "dot"
                       else f"cosine / {o.contrastive_temperature:g}")
         log.info("objective %s: %s, %d languages, λ %g%s, %s translation decoder, z_sem side by %s, KL annealed "
@@ -278,6 +291,16 @@ class VmsstComponent(Component):
         lang_index = {lang: i for i, lang in enumerate(self.languages)}
         self.a_lang = np.asarray([lang_index[x] for x in self.pairs.a_lang], dtype=np.int64)
         self.b_lang = np.asarray([lang_index[x] for x in self.pairs.b_lang], dtype=np.int64)
+
+    def output_vocabulary(self, name: str, table: str, rows: int) -> np.ndarray:
+        """The sorted token ids the decoders predict on this corpus: every id of the targets (``self.tokens``, all
+        unique texts of both sides, as ``side`` builds the targets) and the end token; logged with its size
+        against the ``rows`` of the output layer."""
+        ids = np.unique(np.concatenate([np.asarray(x, dtype=np.int64) for x in self.tokens]
+                                       + [np.asarray([self.eos], dtype=np.int64)]))
+        log.info("objective %s: VMSST output vocabulary: %s of %s ids occur in %s (decoder_vocab_size: corpus; the "
+                 "decoders' softmax runs over those)", name, f"{len(ids):,}", f"{rows:,}", table)
+        return ids
 
     def side(self, rows: Sequence[int], which: str) -> SideBatch:
         """Padded tensors of one side of the pairs ``rows``."""

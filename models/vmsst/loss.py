@@ -56,12 +56,14 @@ def sequence_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
     """Per-row negative log-likelihood, summed over the target tokens where ``mask`` is 1 (B×T×V logits, B×T ids).
 
     The cross-entropy runs in float32 (autocast would upcast it anyway: bf16 log-softmax over a large vocabulary
-    loses the small probabilities), so backward keeps one fp32 B×T×V log-softmax per call; the decoder's
-    ``checkpointing`` recomputes it instead of keeping it."""
+    loses the small probabilities), or float64 for float64 logits (tests compare against float64 references), so
+    backward keeps one fp32 B×T×V log-softmax per call; the decoder's ``checkpointing`` recomputes it instead of
+    keeping it."""
     if logits.shape[:2] != targets.shape or targets.shape != mask.shape:
         raise ValueError(f"sequence_nll: logits {tuple(logits.shape)}, targets {tuple(targets.shape)} and mask "
                          f"{tuple(mask.shape)} do not line up (B×T×V, B×T, B×T)")
-    nll = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+    nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
     return (nll * mask.to(nll.dtype)).sum(1)
 
 

@@ -105,10 +105,13 @@ class VmsstModel(nn.Module):
 
     Decoders: VMSST with ``translation_decoder: shared`` has exactly one (``decoder``, |s| = 2k, used by the
     translation and the reconstruction terms); ``separate`` adds ``translation_decoder`` (|s| = k); BITRANSLATION has
-    only ``translation_decoder`` (|s| = k)."""
+    only ``translation_decoder`` (|s| = k). ``output_ids``: the token ids every decoder's softmax runs over (the ids
+    of the training corpus's targets, ``decoder_vocab_size: corpus``; ``models.vmsst.decoder``), None for the full
+    vocabulary; the parameters are full-size either way."""
 
     def __init__(self, semantic: SentenceEncoder, objective: Any, languages: Sequence[str], *,
-                 elbo_weight: float, max_positions: int) -> None:
+                 elbo_weight: float, max_positions: int,
+                 output_ids: Sequence[int] | torch.Tensor | None = None) -> None:
         super().__init__()
         o = objective  # the VMSST settings (models.objectives.vmsst.VmsstObjective; typed loosely: no import back up)
         config = semantic.backbone.config
@@ -123,7 +126,7 @@ class VmsstModel(nn.Module):
         self.language_embeddings = nn.Embedding(len(self.languages), dim)
         nn.init.normal_(self.language_embeddings.weight, std=0.02)
         decoder = dict(layers=o.decoder_layers, heads=heads, intermediate_size=ffn, dropout=o.dropout,
-                       max_positions=max_positions, checkpointing=o.decoder_checkpointing)
+                       max_positions=max_positions, checkpointing=o.decoder_checkpointing, output_ids=output_ids)
         if not self.shared_translation:
             self.translation_decoder = LatentConditionedDecoder(vocab, dim, latent, **decoder)
         if self.generative:
@@ -151,17 +154,28 @@ class VmsstModel(nn.Module):
         return self.decoder, torch.cat([torch.zeros_like(mu_other), mu_other], 1)
 
     def translation_logits(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor) -> torch.Tensor:
-        """B×T×V logits of the translation term −log p(x_t | μ_sem(other side)) of the ``target`` side."""
+        """B×T×V logits of the translation term −log p(x_t | μ_sem(other side)) of the ``target`` side (B×T×|S|, in
+        S's order, with a restricted output vocabulary)."""
         decoder, condition = self._translation(mu_other)
         start = self.language_embeddings(target.language)
         return decoder.logits(encoder.backbone.get_input_embeddings(), start, target.targets, condition)
 
-    def translation_nll(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor) -> torch.Tensor:
-        """Per-row NLL (B,) of the translation term of the ``target`` side (what ``translation_logits`` scores)."""
+    def translation_nll(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor,
+                        weight: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-row NLL (B,) of the translation term of the ``target`` side (what ``translation_logits`` scores);
+        ``weight``: the translation decoder's ``output_weight()`` when the caller gathered it already."""
         decoder, condition = self._translation(mu_other)
         start = self.language_embeddings(target.language)
         return decoder.nll(encoder.backbone.get_input_embeddings(), start, target.targets, target.target_mask,
-                           condition)
+                           condition, weight)
+
+    def output_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(translation decoder's, ELBO decoder's) ``output_weight()``, each gathered once for a forward's terms (the
+        shared decoder's twice over: one tensor); None for BITRANSLATION's absent ELBO decoder."""
+        elbo = self.decoder.output_weight() if self.generative else None
+        translation = elbo if self.shared_translation else self.translation_decoder.output_weight()
+        assert translation is not None
+        return translation, elbo
 
     def forward(self, encoder: SentenceEncoder, a: SideBatch, b: SideBatch, *, update: int,
                 reads_b: torch.Tensor | bool = False, monitor: bool = False,
@@ -175,8 +189,10 @@ class VmsstModel(nn.Module):
         h_a, mu_a = self.semantic_mean(encoder, a)
         h_b, mu_b = self.semantic_mean(encoder, b)
         metrics = {"active_units_sem": active_units(torch.cat([mu_a, mu_b]))}
+        w_translation, w_elbo = self.output_weights()
         if not self.generative:
-            translation = self.translation_nll(encoder, a, mu_b) + self.translation_nll(encoder, b, mu_a)
+            translation = (self.translation_nll(encoder, a, mu_b, w_translation)
+                           + self.translation_nll(encoder, b, mu_a, w_translation))
             metrics["translation_nll"] = translation.detach().mean() / 2
             if monitor:  # the probe's translation half: an unrelated pair's μ_sem (the batch rolled by one row)
                 with torch.no_grad():
@@ -190,14 +206,17 @@ class VmsstModel(nn.Module):
         mu_lb, logvar_lb = self.language_head(self.language_encoder(table, lang_b, b.ids, b.mask))
         z_la = GaussianHead.sample(mu_la, logvar_la, eps.get("lang_a"))
         z_lb = GaussianHead.sample(mu_lb, logvar_lb, eps.get("lang_b"))
-        translation = self.translation_nll(encoder, a, mu_b) + self.translation_nll(encoder, b, mu_a)
+        translation = (self.translation_nll(encoder, a, mu_b, w_translation)
+                       + self.translation_nll(encoder, b, mu_a, w_translation))
 
         side_b = torch.as_tensor(reads_b, dtype=torch.bool, device=mu_a.device).expand(len(a))[:, None]
         h_s, mu_s = torch.where(side_b, h_b, h_a), torch.where(side_b, mu_b, mu_a)
         logvar_s = self.semantic_logvar(h_s)
         z_sem = GaussianHead.sample(mu_s, logvar_s, eps.get("sem"))
-        reconstruction = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([z_la, z_sem], 1))
-                          + self.decoder.nll(table, lang_b, b.targets, b.target_mask, torch.cat([z_lb, z_sem], 1)))
+        reconstruction = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([z_la, z_sem], 1),
+                                           w_elbo)
+                          + self.decoder.nll(table, lang_b, b.targets, b.target_mask, torch.cat([z_lb, z_sem], 1),
+                                             w_elbo))
         free = self.objective.free_bits
         kl_sem = gaussian_kl(mu_s, logvar_s, free)
         kl_lang = gaussian_kl(mu_la, logvar_la, free) + gaussian_kl(mu_lb, logvar_lb, free)
