@@ -1,6 +1,6 @@
 """``polysent experiment …`` (also ``python -m experiments …``, which needs no Prefect): the experiments' ledger.
 
-    status [QUESTION …]                     done / stale / pending rows, with estimated CPU and GPU time
+    status [QUESTION …]                     every row: done / stale / pending, estimated CPU and GPU time
     run QUESTION [--seeds …] [--scale …]    run the pending CPU rows (a kill loses only the row in flight)
     tables [--check]                        regenerate every RESULTS.md (--check: exit 1 where one differs)
     prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)
@@ -214,3 +214,6 @@ def main(argv: list[str] | None = None, prog: str = "polysent experiment") -> in
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `… status | head`
+        sys.stderr.close()
+        return 0

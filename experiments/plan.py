@@ -98,8 +98,8 @@ def status_lines(q: Question, planned: list[PlannedRow]) -> list[str]:
     lines = [f"{q.name}: {sum(p.state == 'done' for p in planned)} done, {sum(p.state == 'stale' for p in planned)} "
              f"stale, {sum(p.state == 'pending' for p in planned)} pending — CPU rows "
              f"{format_seconds(cpu)} on 2 cores, GPU rows {format_seconds(gpu)}"]
+    lines.append(f"  {'state':<7} {'runs on':<7} {'row':<44} {'CPU (2 cores)':>13} {'GPU':>7}")
     for p in planned:
-        if p.state != "done":
-            est = p.cpu_seconds if p.runs_on == "cpu" else p.gpu_seconds
-            lines.append(f"  {p.state:<7} {p.runs_on} {p.key!s:<44} ~{format_seconds(est)}")
+        lines.append(f"  {p.state:<7} {p.runs_on:<7} {p.key!s:<44} {format_seconds(p.cpu_seconds):>13} "
+                     f"{format_seconds(p.gpu_seconds):>7}")
     return lines
