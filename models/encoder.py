@@ -8,12 +8,18 @@ Prompts are kept the way sentence-transformers keeps them (``config_sentence_tra
 and a ``default_prompt_name``). The default prompt is part of the model's input function: it is prepended to every text
 the encoder reads — in ``encode`` (as ``SentenceTransformer.encode`` does) *and* in the training forward — so a model
 such as multilingual-e5 (``"query: "``) trains on the inputs it is evaluated on, and its export keeps the prompt.
+
+On the CPU in float32, ``encode`` runs BERT / (XLM-)RoBERTa backbones through ``PackedBackbone`` — the same weights and
+arithmetic without padding or attention masks, on packed oneDNN weights with bias, GELU and residual add fused into
+the matrix products — instead of the 🤗 forward; the embeddings agree with the 🤗 forward's to float32 rounding.
 """
 
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +66,201 @@ def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int) -> l
         out.append(order[i:i + n])
         i += n
     return out
+
+
+# -- the CPU inference path ------------------------------------------------------------------------------------------
+
+_ROBERTA_TYPES = ("roberta", "xlm-roberta", "camembert")
+_ONEDNN: bool | None = None  # whether torch's oneDNN linear kernels work here (probed once)
+_PLANS: weakref.WeakKeyDictionary[nn.Module, tuple[tuple, PackedBackbone]] = weakref.WeakKeyDictionary()
+
+
+def onednn_linear_available() -> bool:
+    """Whether ``torch.ops.mkldnn._linear_pointwise`` (oneDNN's inner product on packed weights, with fused GELU and
+    add) runs and agrees with ``F.linear`` here; probed once per process."""
+    global _ONEDNN
+    if _ONEDNN is None:
+        _ONEDNN = False
+        try:
+            if torch.backends.mkldnn.is_available():
+                gen = torch.Generator().manual_seed(0)
+                x, w, b, other = (torch.randn(5, 8, generator=gen), torch.randn(6, 8, generator=gen),
+                                  torch.randn(6, generator=gen), torch.randn(5, 6, generator=gen))
+                with torch.inference_mode():
+                    packed = torch.ops.mkldnn._reorder_linear_weight(w, 5)
+                    ref = nn.functional.linear(x, w, b)
+                    ok = [torch.allclose(torch.ops.mkldnn._linear_pointwise(x, packed, b, "gelu", [], "none"),
+                                         nn.functional.gelu(ref), atol=1e-5),
+                          torch.allclose(torch.ops.mkldnn._linear_pointwise.binary(x, other, packed, b, "add"),
+                                         ref + other, atol=1e-5)]
+                _ONEDNN = all(ok)
+        except (RuntimeError, AttributeError, NotImplementedError):
+            _ONEDNN = False
+    return _ONEDNN
+
+
+@dataclass(frozen=True)
+class _Layer:
+    qkv: tuple[torch.Tensor, torch.Tensor]  # query, key and value stacked into one product
+    attention_out: tuple[torch.Tensor, torch.Tensor]
+    norm1: tuple[torch.Tensor, torch.Tensor, float]
+    intermediate: tuple[torch.Tensor, torch.Tensor]
+    activation: Callable[[torch.Tensor], torch.Tensor] | None  # None: exact (erf) GELU, fused into the product
+    output: tuple[torch.Tensor, torch.Tensor]
+    norm2: tuple[torch.Tensor, torch.Tensor, float]
+    heads: int
+    head_dim: int
+    scale: float
+
+
+class PackedBackbone:
+    """A BERT-family backbone's inference forward over *packed* texts: the tokens of a batch's texts are concatenated
+    (no padding), every linear layer runs once over all of them, and attention runs per run of equal-length texts
+    (the texts come sorted by length), so no attention mask is needed. With oneDNN the weights are reordered once into
+    its blocked layout and the bias, the exact GELU and the residual additions are fused into the products; without
+    it the same plan runs on ``F.linear``. Query, key and value are one product. Build it with ``PackedBackbone.of``,
+    which returns ``None`` for a backbone it does not cover (other architectures, relative positions, a decoder,
+    forward hooks, non-float32 or non-CPU weights)."""
+
+    def __init__(self, backbone: nn.Module, onednn: bool) -> None:
+        emb = backbone.embeddings
+        self.onednn = onednn
+        self.word = emb.word_embeddings.weight.detach()
+        self.position = emb.position_embeddings.weight.detach()
+        token_type = getattr(emb, "token_type_embeddings", None)
+        self.token_type = token_type.weight.detach()[0] if token_type is not None else None
+        roberta = backbone.config.model_type in _ROBERTA_TYPES
+        self.position_offset = int(emb.padding_idx) + 1 if roberta else 0
+        self.norm = _norm(emb.LayerNorm)
+        self.layers = [self._layer(layer, backbone.config) for layer in backbone.encoder.layer]
+
+    def _weights(self, *linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
+        w = torch.cat([m.weight.detach() for m in linears]) if len(linears) > 1 else linears[0].weight.detach()
+        b = torch.cat([m.bias.detach() for m in linears]) if len(linears) > 1 else linears[0].bias.detach()
+        if self.onednn:
+            w = torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None)
+        return w, b.contiguous()
+
+    def _layer(self, layer: nn.Module, config: object) -> _Layer:
+        att = layer.attention.self
+        heads, head_dim = int(att.num_attention_heads), int(att.attention_head_size)
+        exact_gelu = getattr(config, "hidden_act", None) == "gelu"
+        return _Layer(qkv=self._weights(att.query, att.key, att.value),
+                      attention_out=self._weights(layer.attention.output.dense),
+                      norm1=_norm(layer.attention.output.LayerNorm),
+                      intermediate=self._weights(layer.intermediate.dense),
+                      activation=None if exact_gelu else layer.intermediate.intermediate_act_fn,
+                      output=self._weights(layer.output.dense), norm2=_norm(layer.output.LayerNorm),
+                      heads=heads, head_dim=head_dim, scale=float(getattr(att, "scaling", head_dim ** -0.5)))
+
+    @classmethod
+    def of(cls, backbone: nn.Module) -> PackedBackbone | None:
+        """The plan for ``backbone`` (cached while its weights are unchanged), or ``None`` when it is not covered."""
+        if not _packable(backbone):
+            return None
+        onednn = onednn_linear_available()
+        try:  # the weights' storage and in-place version counters: a training step or a load moves them
+            key = (onednn, *((p.data_ptr(), p._version) for p in backbone.parameters()))
+        except RuntimeError:  # inference tensors have no version counter: build a plan for this call only
+            return cls(backbone, onednn)
+        cached = _PLANS.get(backbone)
+        if cached is None or cached[0] != key:
+            cached = (key, cls(backbone, onednn))
+            _PLANS[backbone] = cached
+        return cached[1]
+
+    def _linear(self, x: torch.Tensor, wb: tuple[torch.Tensor, torch.Tensor], *, gelu: bool = False,
+                add: torch.Tensor | None = None) -> torch.Tensor:
+        w, b = wb
+        if self.onednn:
+            if add is not None:
+                return torch.ops.mkldnn._linear_pointwise.binary(x, add, w, b, "add")
+            return torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu" if gelu else "none", [],
+                                                      "none" if gelu else "")
+        y = nn.functional.linear(x, w, b)
+        if add is not None:
+            y += add
+        return nn.functional.gelu(y) if gelu else y
+
+    def forward(self, input_ids: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
+        """Last hidden states of texts whose token ids are concatenated in ``input_ids`` (``lengths`` tokens each,
+        non-decreasing): one ``[n, length, hidden]`` tensor per run of ``n`` texts of equal length, in order."""
+        lengths_t = torch.as_tensor(list(lengths), dtype=torch.long)
+        starts = torch.cumsum(lengths_t, 0) - lengths_t
+        positions = torch.arange(len(input_ids)) - torch.repeat_interleave(starts, lengths_t) + self.position_offset
+        h = nn.functional.embedding(input_ids, self.word)
+        if self.token_type is not None:
+            h = h + self.token_type
+        h = nn.functional.layer_norm(h + nn.functional.embedding(positions, self.position), h.shape[-1:],
+                                     *self.norm[:2], eps=self.norm[2])
+        runs = _equal_runs(lengths)
+        width = h.shape[-1]
+        for layer in self.layers:
+            qkv = self._linear(h, layer.qkv)
+            contexts = []
+            for start, n, length in runs:
+                rows = qkv[start:start + n * length].view(n, length, 3, layer.heads, layer.head_dim)
+                q, k, v = rows.permute(2, 0, 3, 1, 4).unbind(0)  # [n, heads, length, head_dim] each
+                att = nn.functional.scaled_dot_product_attention(q, k, v, scale=layer.scale)
+                contexts.append(att.transpose(1, 2).reshape(n * length, -1))  # a view: the kernel writes it so
+            context = contexts[0] if len(contexts) == 1 else torch.cat(contexts)
+            h1 = self._linear(context, layer.attention_out, add=h)
+            h1 = nn.functional.layer_norm(h1, (width,), *layer.norm1[:2], eps=layer.norm1[2])
+            if layer.activation is None:
+                inter = self._linear(h1, layer.intermediate, gelu=True)
+            else:
+                inter = layer.activation(self._linear(h1, layer.intermediate))
+            h = self._linear(inter, layer.output, add=h1)
+            h = nn.functional.layer_norm(h, (width,), *layer.norm2[:2], eps=layer.norm2[2])
+        return [h[start:start + n * length].view(n, length, width) for start, n, length in runs]
+
+
+def _norm(m: nn.LayerNorm) -> tuple[torch.Tensor, torch.Tensor, float]:
+    return m.weight.detach(), m.bias.detach(), float(m.eps)
+
+
+def _equal_runs(lengths: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(first token row, number of texts, length) of each run of equal consecutive ``lengths``."""
+    runs, row, i = [], 0, 0
+    while i < len(lengths):
+        j = i
+        while j < len(lengths) and lengths[j] == lengths[i]:
+            j += 1
+        runs.append((row, j - i, int(lengths[i])))
+        row += (j - i) * int(lengths[i])
+        i = j
+    return runs
+
+
+def _packable(backbone: nn.Module) -> bool:
+    """Whether ``PackedBackbone`` computes exactly what ``backbone``'s own forward does: a float32 CPU BERT / RoBERTa
+    encoder (absolute positions, no decoder or cross-attention) made of plain ``nn.Linear`` / ``nn.LayerNorm`` /
+    ``nn.Embedding`` modules, without forward hooks."""
+    config = getattr(backbone, "config", None)
+    if config is None or getattr(config, "model_type", None) not in ("bert", *_ROBERTA_TYPES):
+        return False
+    if (getattr(config, "position_embedding_type", "absolute") or "absolute") != "absolute" or \
+            getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
+        return False
+    if any(p.dtype != torch.float32 or p.device.type != "cpu" for p in backbone.parameters()):
+        return False
+    if any(m._forward_hooks or m._forward_pre_hooks for m in backbone.modules()):
+        return False
+    try:
+        emb, layers = backbone.embeddings, list(backbone.encoder.layer)
+        parts: list[tuple[nn.Module, type]] = [(emb.word_embeddings, nn.Embedding),
+                                                (emb.position_embeddings, nn.Embedding), (emb.LayerNorm, nn.LayerNorm)]
+        for layer in layers:
+            att = layer.attention
+            parts += [(att.self.query, nn.Linear), (att.self.key, nn.Linear), (att.self.value, nn.Linear),
+                      (att.output.dense, nn.Linear), (att.output.LayerNorm, nn.LayerNorm),
+                      (layer.intermediate.dense, nn.Linear), (layer.output.dense, nn.Linear),
+                      (layer.output.LayerNorm, nn.LayerNorm)]
+            if getattr(layer, "crossattention", None) is not None:
+                return False
+    except AttributeError:
+        return False
+    return bool(layers) and all(type(m) is t and (t is not nn.Linear or m.bias is not None) for m, t in parts)
 
 
 class Dense(nn.Module):
@@ -212,19 +413,27 @@ class SentenceEncoder(nn.Module):
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int = 128, normalize: bool = True, *,
                batch_tokens: int = 4096, dtype: torch.dtype | None = None, chunk: int = 65536,
-               progress: Callable[[int], None] | None = None, prompt: str | None = None) -> np.ndarray:
+               progress: Callable[[int], None] | None = None, prompt: str | None = None,
+               packed: bool = True) -> np.ndarray:
         """Embeddings as float32 numpy (L2-normalised by default), in input order. ``prompt`` replaces the model's
         default prompt (``None``: the default).
 
         Texts are tokenised once (without padding), ordered by token length (stable, so the batches — and therefore
         the floats — depend only on the input list) and cut into batches of at most ``batch_size`` texts and about
-        ``batch_tokens`` padded tokens: short sentences go in large batches, long documents in small ones, with almost
-        no padding. ``dtype`` (e.g. ``torch.bfloat16`` on a GPU) runs the backbone under autocast.
+        ``batch_tokens`` padded tokens (``length_batches``): short sentences go in large batches, long documents in
+        small ones, with almost no padding. ``dtype`` (e.g. ``torch.bfloat16`` on a GPU) runs the backbone under
+        autocast.
+
+        On the CPU in float32 (``dtype`` ``None`` or ``torch.float32``) a backbone ``PackedBackbone`` covers runs
+        the same batches through it, without their padding (``packed=False``: the padded 🤗 forward, as in
+        training); the embeddings agree with the padded forward's to float32 rounding.
         """
         was_training = self.training
         self.eval()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        pad_id = self.tokenizer.pad_token_id or 0
+        plan = None
+        if packed and self.device.type == "cpu" and dtype in (None, torch.float32):
+            plan = PackedBackbone.of(self.backbone)
         try:
             for start in range(0, len(texts), chunk):
                 part = self.prompted(texts[start:start + chunk], prompt)
@@ -232,15 +441,10 @@ class SentenceEncoder(nn.Module):
                                      return_token_type_ids=False, return_attention_mask=False)["input_ids"]
                 lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
                 for idx in length_batches(lengths, batch_size, batch_tokens):
-                    width = int(lengths[idx[-1]])
-                    input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-                    mask = torch.zeros((len(idx), width), dtype=torch.long)
-                    for r, j in enumerate(idx):
-                        input_ids[r, : lengths[j]] = torch.as_tensor(ids[j])
-                        mask[r, : lengths[j]] = 1
-                    batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
-                    with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
-                        emb = self.embed_batch(batch).float()
+                    if plan is not None:
+                        emb = self._embed_packed(plan, [ids[j] for j in idx], lengths[idx].tolist())
+                    else:
+                        emb = self._embed_padded([ids[j] for j in idx], lengths[idx], dtype)
                     if normalize:
                         emb = nn.functional.normalize(emb, dim=-1)
                     out[start + idx] = emb.cpu().numpy()
@@ -249,6 +453,27 @@ class SentenceEncoder(nn.Module):
         finally:
             self.train(was_training)
         return out
+
+    def _embed_padded(self, ids: Sequence[list[int]], lengths: np.ndarray, dtype: torch.dtype | None) -> torch.Tensor:
+        """Pooled (and post-processed) embeddings of one batch through the 🤗 forward, right-padded to its longest."""
+        pad_id = self.tokenizer.pad_token_id or 0
+        width = int(lengths.max())
+        input_ids = torch.full((len(ids), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.long)
+        for r, row in enumerate(ids):
+            input_ids[r, : lengths[r]] = torch.as_tensor(row)
+            mask[r, : lengths[r]] = 1
+        batch = {"input_ids": input_ids.to(self.device), "attention_mask": mask.to(self.device)}
+        with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
+            return self.embed_batch(batch).float()
+
+    def _embed_packed(self, plan: PackedBackbone, ids: Sequence[list[int]], lengths: list[int]) -> torch.Tensor:
+        """``embed_batch`` of one batch (texts sorted by length) through ``plan``, without padding."""
+        hidden = plan.forward(torch.as_tensor(np.concatenate(ids), dtype=torch.long), lengths)
+        emb = torch.cat([pool(h, torch.ones(h.shape[:2], dtype=torch.long), self.pooling) for h in hidden])
+        for module in self.post:
+            emb = module(emb)
+        return emb
 
     # -- sentence-transformers folder format -------------------------------------------------------------------
     def save(self, path: Path) -> None:
