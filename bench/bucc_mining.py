@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.results import append_results
+from bench.shared_data import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 TARGET_RSS = 3 * 1024 ** 3
 
 _CHILD = """

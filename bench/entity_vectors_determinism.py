@@ -31,7 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.shared_data import REPO
+
 sys.path.insert(0, str(REPO / "tests"))  # the sample chain and the scale-out config are the tests' own helpers
 
 BURN = "while True: pass"

@@ -64,8 +64,8 @@ from typing import Any
 import numpy as np
 
 from bench.results import append_results
+from bench.shared_data import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 GIB = 1024 ** 3
 K = 4
 GENERATOR_VERSION = 1

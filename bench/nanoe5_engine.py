@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.shared_data import REPO
+
 _WRAPPER = r"""
 #include "e5.c"
 /* token ids exactly as embed_n builds them: prompt + text, tok_content, <s> ... </s> (no window split) */

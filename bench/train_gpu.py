@@ -67,7 +67,7 @@ import torch
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast, XLMRobertaConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]  # its own: run as a file, it must find the package before importing it
 if str(REPO) not in sys.path:  # ``python bench/train_gpu.py`` on a bare box without the package installed
     sys.path.insert(0, str(REPO))
 

@@ -59,7 +59,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from models.settings import TrainSettings
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.shared_data import REPO
+
 SAMPLE = REPO / "sample" / "bitext"
 LANGS = ("de", "fr", "ru")
 TARGET = 0.05  # overhead ≤ 5 %

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from bench.results import append_results
+from bench.shared_data import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PAIR_LANGS = [("en", "de"), ("en", "ru"), ("es", "de"), ("es", "ru")]
 
 _CHILD_GROUPS = """

@@ -33,9 +33,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from bench.results import append_results
+from bench.shared_data import REPO, SHARED
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("POLYSENT_SHARED_DATA", REPO.parent / "shared" / "data"))
 FIRST_ID = 1_000_000
 
 _CHILD = """

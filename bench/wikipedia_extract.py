@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.results import append_results
+from bench.shared_data import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SRC = REPO.parent / "shared" / "data" / "wikipedia" / "enwiki-sample.xml.bz2"
 MIB = 1024 * 1024
 PAGE = os.sysconf("SC_PAGE_SIZE")
