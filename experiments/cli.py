@@ -87,35 +87,29 @@ def _tables(names: list[str], check: bool) -> int:
     from experiments.plan import plan
     from experiments.question import load_question, questions
 
-    differ = []
-    for name in names:
+    differ: list[str] = []
+
+    def update(path: Path, text: str) -> None:
+        """Record ``path`` as differing from ``text``; unless checking, replace it (temporary name, then rename)."""
+        if (path.read_text(encoding="utf-8") if path.exists() else None) == text:
+            return
+        differ.append(str(path))
+        if not check:
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+
+    items = []
+    for name in questions():
         q = load_question(name)
         rows = read_rows(q.results)
-        text = render(q, rows, plan(q, rows))
-        page = q.folder / "RESULTS.md"
-        old = page.read_text(encoding="utf-8") if page.exists() else None
-        if old != text:
-            differ.append(str(page))
-            if not check:
-                tmp = page.with_name(".RESULTS.md.tmp")
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, page)
+        items.append((q, rows, plan(q, rows)))
+        if name in names:
+            update(q.folder / "RESULTS.md", render(*items[-1]))
     readme = REPO / "README.md"
     in_repo = EXPERIMENTS == REPO / "experiments"  # a test's own questions leave the README alone
-    if in_repo and readme.is_file() and HEADLINE_START in readme.read_text(encoding="utf-8"):
-        items = []
-        for name in questions():
-            q = load_question(name)
-            rows = read_rows(q.results)
-            items.append((q, rows, plan(q, rows)))
-        old_text = readme.read_text(encoding="utf-8")
-        text = with_headline(old_text, headline(items))
-        if text != old_text:
-            differ.append(str(readme))
-            if not check:
-                tmp = readme.with_name(".README.md.tmp")
-                tmp.write_text(text, encoding="utf-8")
-                os.replace(tmp, readme)
+    if in_repo and readme.is_file() and HEADLINE_START in (old := readme.read_text(encoding="utf-8")):
+        update(readme, with_headline(old, headline(items)))
     if check and differ:
         print("RESULTS.md differs from its ledger: " + ", ".join(differ) + " (run `polysent experiment tables`)")
         return 1
