@@ -78,6 +78,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.results import append_results
+from bench.shared_data import REPO
 
 if TYPE_CHECKING:
     import torch
@@ -86,7 +87,6 @@ if TYPE_CHECKING:
     from models.encoder import SentenceEncoder
     from models.settings import TrainSettings
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "bitext"
 LANGS = ("de", "fr")
 METHODS = ("CONTRASTIVE", "VMSST", "BITRANSLATION")

@@ -54,12 +54,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bench.results import append_results
+from bench.shared_data import REPO
 
 if TYPE_CHECKING:
     from bench.vmsst_step_time import Run
     from models.settings import TrainSettings
 
-REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample" / "bitext"
 PHASES = ("step", "step_cpu", "forward", "backward", "optimizer")
 

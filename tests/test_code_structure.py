@@ -150,3 +150,33 @@ def test_no_attribute_of_prefect_is_replaced() -> None:
              for path in sorted((REPO / folder).rglob("*.py"))
              for patch in _prefect_patches(path.read_text(encoding="utf-8"))]
     assert not found, "\n".join(found)
+
+
+def _graph_of(folder: str) -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in (REPO / folder).rglob("*.py")}
+    known = set(files)
+    return {m: _imports(p, known) - {m} for m, p in files.items()}
+
+
+def test_bench_and_experiments_have_no_import_cycle() -> None:
+    for folder in ("bench", "experiments"):
+        graph = _graph_of(folder)
+        assert graph, folder
+        assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
+
+
+def test_bench_keeps_the_performance_benchmarks_with_its_paths_in_one_module() -> None:
+    """Experiments live under ``experiments/`` (questions as data, the ledger); ``bench/`` times things. Its paths
+    are defined once (``bench.shared_data``; ``train_gpu`` runs as a bare file and finds the package itself), and no
+    test reaches into a benchmark's private names."""
+    defining = sorted(p.name for p in (REPO / "bench").glob("*.py")
+                      if re.search(r"^REPO = ", p.read_text(encoding="utf-8"), re.M))
+    assert defining == ["shared_data.py", "train_gpu.py"], defining
+    private = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bench"):
+                private += [f"{path.name}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    assert not private, private
+    assert not any((REPO / "bench" / f).exists() for f in ("replications.py", "me5_recipes.py", "train_quality.py",
+                                                           "vmsst_quality.py"))
