@@ -4,7 +4,8 @@ the μ_sem export, the baselines on the same code, the monitoring columns and th
 paper's readings: one shared decoder whose translation terms read μ_sem of the other side alone (no z_lang: the
 no-information floor, zero gradient into the language encoder, the swap probe separating on a toy corpus), z_sem's
 side alternating within the batch, the dot-product contrastive term, VMSST-CONTRASTIVE = contrastive + λ·VMSST with
-λ by setting, and dropout only for CONTRASTIVE."""
+λ by setting, and dropout only for CONTRASTIVE; the decoders' input embeddings (shared, detached, own) and the
+scale-free active-units count."""
 
 from __future__ import annotations
 
@@ -143,6 +144,58 @@ def test_decoder_checkpointing_gives_the_same_loss_and_gradients() -> None:
         torch.testing.assert_close(x, y)
 
 
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_nll_scores_the_real_positions_only_with_the_masked_loss_and_its_gradients(checkpointing: bool) -> None:
+    """Float64: the NLL that projects only the real positions (index found from the mask, or given) equals
+    ``sequence_nll`` of every position's logits masked afterwards (``score_padding``, and the formula directly) —
+    values and gradients of every weight, the inputs and the shared table; the decoder inputs looked up together with
+    another id tensor (``lookup_rows``: one gradient of the table) change nothing either."""
+    from models.vmsst.decoder import lookup_rows
+
+    torch.manual_seed(3)
+    dec = LatentConditionedDecoder(vocab_size=30, dim=8, condition_dim=6, heads=2, intermediate_size=16).double()
+    dec.checkpointing = checkpointing
+    table = torch.nn.Embedding(30, 8, padding_idx=0).double()
+    start = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+    s = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    targets, mask = torch.randint(1, 30, (4, 7)), torch.ones(4, 7, dtype=torch.long)
+    mask[0, 3:], mask[2, 5:], mask[3, 1:] = 0, 0, 0
+    targets[mask == 0] = 0  # padding
+    other = torch.randint(1, 30, (4, 5))  # e.g. the encoder's ids of the same batch
+
+    def grads(run) -> list[torch.Tensor]:
+        for p in [*dec.parameters(), *table.parameters(), start, s]:
+            p.grad = None
+        loss = run()
+        loss.sum().backward()
+        return [loss.detach(), start.grad.clone(), s.grad.clone(), table.weight.grad.clone(),
+                *(p.grad.clone() for p in dec.parameters())]
+
+    def reference() -> torch.Tensor:
+        return sequence_nll(dec.logits(table, start, targets, s), targets, mask)
+
+    def scored_all() -> torch.Tensor:
+        dec.score_padding = True
+        try:
+            return dec.nll(table, start, targets, mask, s)
+        finally:
+            dec.score_padding = False
+
+    def together() -> torch.Tensor:
+        prefix, encoded = lookup_rows(table, targets[:, :-1], other)
+        index = mask.flatten().nonzero().squeeze(1)
+        return dec.nll(table, start, targets, mask, s, prefix=prefix, index=index) + 0 * encoded.sum()
+
+    want = grads(reference)
+    for run in (lambda: dec.nll(table, start, targets, mask, s), scored_all, together):
+        for x, y in zip(grads(run), want, strict=True):
+            torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
+    assert float(want[0][3]) > 0 and want[3][0].abs().max() == 0  # a one-token row scores; the pad row: no gradient
+    # lookup_rows: the values of one lookup each
+    a, b = lookup_rows(table, targets, other)
+    assert torch.equal(a, table(targets)) and torch.equal(b, table(other))
+
+
 # ---------------------------------------------------------------------------------------------- objective maths
 def test_gaussian_kl_equals_the_closed_form_and_free_bits_floor_each_dimension() -> None:
     torch.manual_seed(2)
@@ -201,7 +254,8 @@ def test_gradients_reach_both_encoders_and_reads_b_picks_the_semantic_side(corpo
     model.language_encoder(table, model.language_embeddings(a.language), a.ids, a.mask).sum().backward()
     assert float(table.weight.grad.abs().sum()) > 0
     assert {"translation_nll", "reconstruction_nll", "kl_sem", "kl_lang", "kl_beta", "active_units_sem",
-            "active_units_lang", "swap_nll_own", "swap_nll_swapped"} <= set(metrics)
+            "active_units_lang", "active_units_sem_relative", "active_units_lang_relative", "swap_nll_own",
+            "swap_nll_swapped"} <= set(metrics)
     assert float(metrics["kl_beta"]) == 0.0  # update 0 of a 10-step annealing
     # reads_b picks the side z_sem reads, for the whole batch or per row (same pairs, same noise)
     model.eval()
@@ -211,6 +265,30 @@ def test_gradients_reach_both_encoders_and_reads_b_picks_the_semantic_side(corpo
         torch.manual_seed(7)
         kls.append(float(model(student, a, b, update=0, reads_b=reads_b).metrics["kl_sem"]))
     assert kls[0] == kls[2] != kls[1] and kls[3] not in (kls[0], kls[1])
+
+
+def test_both_sides_in_one_pass_give_each_sides_own_outputs(corpora: dict[str, Path]) -> None:
+    """The student and the language encoder run sides a and b as one batch, right-padded to the wider side
+    (``stacked_inputs``): each row's μ_sem and language encoding are those of its own side's batch."""
+    from models.vmsst.model import stacked_inputs
+
+    student, c = _component(_settings(VmsstObjective(batch_size=8, monitor_every=0)), corpora)
+    model: VmsstModel = c.modules["vmsst"]
+    a, b = next((a, b) for i in range(0, len(c.pairs) - 8, 8)
+                for a, b in [(c.side(range(i, i + 8), "a"), c.side(range(i, i + 8), "b"))]
+                if a.ids.shape[1] != b.ids.shape[1])  # one side is padded further in the stacked batch
+    (h_a, mu_a), (h_b, mu_b) = VmsstModel.semantic_means(student, a, b)
+    for (h, mu), side in (((h_a, mu_a), a), ((h_b, mu_b), b)):
+        want_h, want_mu = VmsstModel.semantic_mean(student, side)
+        torch.testing.assert_close(h, want_h, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(mu, want_mu, rtol=1e-5, atol=1e-6)
+    ids, mask = stacked_inputs(student, a, b)
+    table = student.backbone.get_input_embeddings()
+    lang = model.language_embeddings(torch.cat([a.language, b.language]))
+    both = model.language_encoder(table, lang, ids, mask)
+    for part, side in ((both[:8], a), (both[8:], b)):
+        want = model.language_encoder(table, model.language_embeddings(side.language), side.ids, side.mask)
+        torch.testing.assert_close(part, want, rtol=1e-5, atol=1e-6)
 
 
 def test_tiny_vmsst_lowers_its_loss_and_logs_monitoring(corpora: dict[str, Path], tmp_path: Path) -> None:
@@ -226,6 +304,7 @@ def test_tiny_vmsst_lowers_its_loss_and_logs_monitoring(corpora: dict[str, Path]
     assert probe == [0, 10, 20, 30, 40, 50]  # every monitor_every updates, null otherwise
     assert all(t["swap_nll_swapped"][i] is not None for i in probe)
     assert 0 < t["active_units_sem"][-1] <= 32
+    assert all(0 < v <= 32 for v in t["active_units_sem_relative"] + t["active_units_lang_relative"])
     assert res.stats["objectives"] == ["vmsst"]
 
 
@@ -286,13 +365,15 @@ def test_bitranslation_and_vmsst_contrastive_run_on_the_same_code(corpora: dict[
     model = c.modules["vmsst"]
     assert not hasattr(model, "decoder") and not hasattr(model, "language_encoder")
     loss, metrics = c.batch(0).direct()
-    assert set(metrics) == {"translation_nll", "active_units_sem", "translation_nll_unrelated"}  # update 0: probe
-    assert set(c.batch(1).direct()[1]) == {"translation_nll", "active_units_sem"}
+    units = {"active_units_sem", "active_units_sem_relative"}
+    assert set(metrics) == {"translation_nll", "translation_nll_unrelated", *units}  # update 0: probe
+    assert set(c.batch(1).direct()[1]) == {"translation_nll", *units}
     assert float(loss.detach()) == pytest.approx(2 * float(metrics["translation_nll"]), rel=1e-5)
     # active units of z_sem count over μ_sem of both sides in every variant: same student, same batch → same count
     _, cv = _component(_settings(VmsstObjective(batch_size=8, monitor_every=0)), corpora)
     _, vmsst_metrics = cv.batch(0).direct()
     assert float(vmsst_metrics["active_units_sem"]) == float(metrics["active_units_sem"]) > 0
+    assert float(vmsst_metrics["active_units_sem_relative"]) == float(metrics["active_units_sem_relative"]) > 0
     assert "swap_nll_own" not in vmsst_metrics  # monitor_every 0: no swap probe, not even at update 0
     o = VmsstObjective(variant="vmsst_contrastive", batch_size=8, kl_anneal_steps=1)
     res = _train(_settings(o, steps=2), corpora, tmp_path / "vc")
@@ -329,8 +410,7 @@ def test_vmsst_contrastive_is_infonce_plus_lambda_times_the_vmsst_loss(corpora: 
     g_total = _student_grads(student, loss)
     # the contrastive term alone, computed here: symmetric InfoNCE on μ_sem of both sides of the same batch
     idx = c.plan.batch(step)
-    _, mu_a = VmsstModel.semantic_mean(student, c.side(list(idx), "a"))
-    _, mu_b = VmsstModel.semantic_mean(student, c.side(list(idx), "b"))
+    (_, mu_a), (_, mu_b) = VmsstModel.semantic_means(student, c.side(list(idx), "a"), c.side(list(idx), "b"))
     contrastive = dot_product_info_nce(mu_a, mu_b)  # duplicate_negatives keep: no same-meaning mask
     torch.testing.assert_close(contrastive.detach(), metrics["contrastive_loss"])
     g_con = _student_grads(student, contrastive)
@@ -415,8 +495,8 @@ def test_translation_nll_cannot_beat_the_no_information_floor_when_mu_sem_is_noi
     """256 random sentences whose other side's μ_sem is pure noise: no decoder can do better than the uniform choice
     among the 256, ln 256 = 5.55 nats a sentence. The model's translation term (``VmsstModel.translation_nll``, the
     project's decoder, language encoder and embedding table all trainable) stays at or above that floor; the old
-    reading — the target's own z_lang in the condition — falls far below it (0.88 nats in the issue's toy), which
-    this test reproduces as its control, so it can fail."""
+    reading — the target's own z_lang in the condition — falls far below it, which this test reproduces as its
+    control, so it can fail."""
     from models.vmsst import SideBatch
     from models.vmsst.inference import GaussianHead
 
@@ -681,7 +761,8 @@ def test_contrastive_baseline_and_dropout_follow_the_paper(corpora: dict[str, Pa
         _, mu_a = VmsstModel.semantic_mean(student, c.side(list(idx), "a"))
         _, mu_b = VmsstModel.semantic_mean(student, c.side(list(idx), "b"))
     torch.testing.assert_close(loss_eval, dot_product_info_nce(mu_a, mu_b))
-    assert set(metrics) == {"contrastive_loss", "active_units_sem"} and float(loss.detach()) > 0
+    assert set(metrics) == {"contrastive_loss", "active_units_sem", "active_units_sem_relative"}
+    assert float(loss.detach()) > 0
     for variant in ("vmsst", "bitranslation", "vmsst_contrastive"):
         caplog.clear()
         with caplog.at_level("INFO", logger="polysent.models.objectives.vmsst"):
@@ -722,3 +803,120 @@ def test_duplicate_negatives_keep_is_the_equation_and_mask_drops_same_meaning_pa
         assert losses[mode] == pytest.approx(float(expected), rel=1e-5)
         assert len(set(meaning.tolist())) < len(idx)  # the batch has pairs of one meaning: the modes can differ
     assert counts["keep"] == counts["mask"] > 0 and losses["keep"] != pytest.approx(losses["mask"])
+
+
+# ---------------------------------------------------------------------------------------------- decoder embeddings
+def _decoder_terms(model: VmsstModel, student: SentenceEncoder, a, b) -> torch.Tensor:
+    """Both translation terms and both reconstruction terms with every condition detached (μ_sem, z_lang, z_sem): the
+    only way from this loss into a word-embedding table is the decoders' inputs."""
+    with torch.no_grad():
+        (_, mu_a), (_, mu_b) = VmsstModel.semantic_mean(student, a), VmsstModel.semantic_mean(student, b)
+        table = student.backbone.get_input_embeddings()
+        lang = {s: model.language_head(model.language_encoder(table, model.language_embeddings(x.language), x.ids,
+                                                              x.mask))[0] for s, x in (("a", a), ("b", b))}
+    inputs = model.decoder_inputs(student)
+    reconstruction = sum(model.decoder.nll(inputs, model.language_embeddings(x.language), x.targets, x.target_mask,
+                                           torch.cat([lang[s], mu], 1))
+                         for s, x, mu in (("a", a, mu_a), ("b", b, mu_a)))
+    return (model.translation_nll(student, a, mu_b) + model.translation_nll(student, b, mu_a) + reconstruction).sum()
+
+
+def _rows(grad: torch.Tensor | None) -> set[int]:
+    return set() if grad is None else set(torch.nonzero(grad.abs().sum(1)).flatten().tolist())
+
+
+@pytest.mark.parametrize("mode", ["shared", "detached", "own"])
+def test_decoder_embeddings_decide_whether_the_decoder_terms_train_the_students_table(
+        corpora: dict[str, Path], mode: str) -> None:
+    """``shared``: the decoder terms alone (conditions detached) give the student's word-embedding table a gradient,
+    on the rows of the decoders' inputs; ``detached`` and ``own``: none (``own``: the decoders' own table gets it,
+    a copy of the student's at the start). μ_sem's path still gives the student's table its gradient in every mode:
+    a translation term with μ_sem attached moves exactly the rows of the other side's encoder input (plus, shared,
+    the decoder inputs' rows)."""
+    student, c = _component(_settings(VmsstObjective(batch_size=8, monitor_every=0, decoder_embeddings=mode)),
+                            corpora)
+    model: VmsstModel = c.modules["vmsst"]
+    table = student.backbone.get_input_embeddings().weight
+    a, b = c.side(range(8), "a"), c.side(range(8), "b")
+    for x in (a, b):  # the component names the real target positions on the host
+        assert torch.equal(x.target_index, x.target_mask.flatten().nonzero().squeeze(1))
+    decoder_rows = set(a.targets[:, :-1][a.target_mask[:, 1:].bool()].tolist()) | set(
+        b.targets[:, :-1][b.target_mask[:, 1:].bool()].tolist())
+    if mode == "own":
+        own = model.decoder_table.weight
+        assert own is not table and torch.equal(own, table)  # a copy, not the same tensor
+        assert any(p is own for p in c.modules.parameters()) and not any(p is table for p in c.modules.parameters())
+    else:
+        assert not hasattr(model, "decoder_table")
+
+    _decoder_terms(model, student, a, b).backward()
+    if mode == "shared":
+        assert decoder_rows <= _rows(table.grad)  # every decoder input's row moves
+    else:
+        assert table.grad is None or float(table.grad.abs().sum()) == 0.0, mode
+    if mode == "own":
+        assert decoder_rows <= _rows(model.decoder_table.weight.grad)
+
+    # μ_sem's path: side a's translation term from μ_sem(b), not detached
+    student.zero_grad(set_to_none=True)
+    model.zero_grad(set_to_none=True)
+    _, mu_b = VmsstModel.semantic_mean(student, b)
+    model.translation_nll(student, a, mu_b).sum().backward()
+    encoder_rows = set(b.ids[b.mask.bool()].tolist())
+    inputs_a = set(a.targets[:, :-1][a.target_mask[:, 1:].bool()].tolist())
+    assert inputs_a - encoder_rows  # the test can tell the two paths apart
+    moved = _rows(table.grad)
+    assert moved and moved <= encoder_rows | inputs_a
+    if mode == "shared":
+        assert inputs_a <= moved
+    else:
+        assert moved <= encoder_rows, sorted(moved - encoder_rows)[:10]
+    # the whole objective trains in every mode
+    loss, _ = c.batch(1).direct()
+    loss.backward()
+    assert torch.isfinite(loss.detach())
+
+
+def test_settings_reader_takes_the_three_decoder_embeddings_and_refuses_others(corpora: dict[str, Path]) -> None:
+    from models.settings_io import SettingsError, from_mapping
+
+    def read(value: object) -> VmsstObjective:
+        return from_mapping(TrainSettings, {"objectives": [{"kind": "vmsst", "decoder_embeddings": value}]}
+                            ).objectives[0]
+
+    for value in ("shared", "detached", "own"):
+        assert read(value).decoder_embeddings == value
+    assert VmsstObjective().decoder_embeddings == "shared"  # the default: what the code has always done
+    assert from_mapping(TrainSettings, {"objectives": [{"kind": "vmsst"}]}).objectives[0].decoder_embeddings == "shared"
+    for bad in ("Own", "separate", "", None, 1, True):
+        with pytest.raises(SettingsError, match=r"^TrainSettings\.objectives\.0\.decoder_embeddings: .*"
+                                                r"'shared'.*'detached'.*'own'"):
+            read(bad)
+    with pytest.raises(ValueError, match=r"decoder_embeddings 'own' applies to the variants with a decoder"):
+        _component(_settings(VmsstObjective(variant="contrastive", batch_size=8, decoder_embeddings="own")), corpora)
+
+
+# ---------------------------------------------------------------------------------------------- active units
+def test_relative_active_units_do_not_depend_on_the_scale_of_mu() -> None:
+    """``active_units_*_relative``: dimensions whose batch variance is ≥ 1 % of the mean per-dimension variance. Any
+    positive scale (or shift) of μ leaves it unchanged while BGT's absolute count moves; k constant dimensions of d
+    give d − k."""
+    from models.vmsst.model import active_unit_metrics, active_units, relative_active_units
+
+    g = torch.Generator().manual_seed(0)
+    d = 32
+    base = torch.randn(64, d, generator=g) * torch.linspace(0.5, 2.0, d)  # dimensions of different spreads
+    for k in (0, 1, 5, 31, 32):
+        mu = base.clone()
+        mu[:, :k] = torch.randn(1, k, generator=g)  # constant across the rows
+        counts = {float(relative_active_units(mu * c + shift)) for c in (1e-3, 0.05, 1.0, 7.0, 1e3)
+                  for shift in (0.0, 3.0)}
+        assert counts == {float(d - k)}, (k, counts)
+    assert float(active_units(base * 1e-3)) == 0 and float(active_units(base)) == d  # the absolute count moves
+    assert float(relative_active_units(base * 1e-3)) == float(relative_active_units(base)) == d
+    # a dimension far quieter than the rest is not active, relative to them
+    quiet = base.clone()
+    quiet[:, 0] *= 0.05  # its variance × 0.0025: far under 1 % of the mean per-dimension variance
+    assert float(relative_active_units(quiet)) == d - 1
+    assert set(active_unit_metrics("sem", base)) == {"active_units_sem", "active_units_sem_relative"}
+    assert torch.isnan(relative_active_units(base[:1]))  # one row: no variance to measure

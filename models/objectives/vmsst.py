@@ -110,12 +110,20 @@ class VmsstObjective(Objective):
     ``decoder_vocab_size``: the ids the decoders' softmax runs over — unset (the tokenizer's whole vocabulary), the
     tokenizer's vocabulary size (the same, checked), or ``corpus``: only the token ids that occur in the decoder
     targets of the ``data`` table (every sentence of both sides, tokenised as the targets are, and the end token),
-    with the log-softmax renormalised exactly over that set and the output layer's parameters kept full-size
-    (``models.vmsst.decoder``; the set's size is logged). ``corpus`` makes a step from a pretrained multilingual
-    encoder cheaper (the output projection over a 250k-piece vocabulary is the largest part of its cost;
-    ``bench/vmsst_vocabulary.py`` measures it) but changes the objective: each token's NLL is the full model's
-    conditioned on the set, so ids outside it are no longer pushed down. It is a value of this key rather than a key
-    of its own so that the settings, and hence the cache keys, of every existing run stay as they were.
+    with the log-softmax renormalised exactly over that set and the output layers holding only that set's rows as
+    parameters (``models.vmsst.decoder``; the set's size is logged; initialised as those rows of the full-size layer,
+    and the other rows would never get a gradient, so nothing else the model learns changes, and the exported
+    sentence encoder does not contain the decoders). ``corpus`` makes a step from a pretrained multilingual encoder
+    cheaper (the output projection over a 250k-piece vocabulary is the largest part of its cost, and its parameters
+    the largest part of what clipping and AdamW update; ``bench/vmsst_vocabulary.py`` measures it) but changes the
+    objective: each token's NLL is the full model's conditioned on the set, so ids outside it are no longer pushed
+    down. It is a value of this key rather than a key of its own so that the settings, and hence the cache keys, of
+    every existing run stay as they were.
+    ``decoder_embeddings``: the word-embedding table the decoders read the target prefix from — ``shared`` (default,
+    BGT's shared embeddings: the student's table, which the decoder terms then train too), ``detached`` (the
+    student's table with its gradient stopped: the table learns only from the student's and the language encoder's
+    paths) or ``own`` (a table of the decoders' own, a copy of the student's at the start, trained by the decoder
+    terms only; not exported). The language encoder reads the student's table, with its gradient, in every case.
     ``monitor_every``: swap probe interval in updates, from update 0 (``train_steps.swap_nll_own`` /
     ``swap_nll_swapped``; 0 switches the probe off). ``decoder_checkpointing`` recomputes the decoders (logits
     included) in the backward pass."""
@@ -142,6 +150,7 @@ class VmsstObjective(Objective):
     decoder_intermediate_size: AtLeastOne | None = None
     dropout: Dropout = 0.0
     decoder_vocab_size: AtLeastOne | Literal["corpus"] | None = None
+    decoder_embeddings: Literal["shared", "detached", "own"] = "shared"
     decoder_checkpointing: bool = False
     monitor_every: NonNegativeInt = 50
     language_pair_batches: bool = False
@@ -200,6 +209,9 @@ class VmsstComponent(Component):
         elif o.vmsst_weight is not None:
             raise ValueError(f"objective {name}: vmsst_weight (λ on the VMSST loss next to the InfoNCE) applies to "
                              f"variant vmsst_contrastive, not {o.variant!r}")
+        if o.variant == "contrastive" and o.decoder_embeddings != "shared":
+            raise ValueError(f"objective {name}: decoder_embeddings {o.decoder_embeddings!r} applies to the variants "
+                             "with a decoder; variant contrastive has none")
         self.tally = (DuplicateTally(log, name, "contrastive term", "same-meaning", o.duplicate_negatives,
                                      self.pairs.meaning, self.plan, settings.steps * settings.grad_accumulation)
                       if self.contrastive else None)
@@ -241,11 +253,12 @@ class VmsstComponent(Component):
         similarity = ("dot products" if o.contrastive_similarity == "dot"
                       else f"cosine / {o.contrastive_temperature:g}")
         log.info("objective %s: %s, %d languages, λ %g%s, %s translation decoder, z_sem side by %s, KL annealed "
-                 "over %d updates, semantic dropout %s", name, o.variant, len(self.languages), self.elbo_weight,
+                 "over %d updates, semantic dropout %s%s", name, o.variant, len(self.languages), self.elbo_weight,
                  f", contrastive ({similarity}) + {self.vmsst_weight:g}·VMSST" if o.variant == "vmsst_contrastive"
                  else (f", contrastive on {similarity}" if o.variant == "contrastive" else ""),
                  o.translation_decoder if o.variant != "bitranslation" else "bitranslation", o.semantic_side,
-                 o.kl_anneal_steps, "on" if self.semantic_dropout else "off")
+                 o.kl_anneal_steps, "on" if self.semantic_dropout else "off",
+                 f", decoder embeddings {o.decoder_embeddings}" if o.variant != "contrastive" else "")
 
     def _language_table(self, name: str, table: str, o: VmsstObjective) -> tuple[str, ...]:
         langs = self.pairs.a_lang + self.pairs.b_lang
@@ -312,7 +325,10 @@ class VmsstComponent(Component):
         targets = [[*self.tokens[toks[i]], self.eos] for i in rows]
         ids, mask = self._pad(encoder)
         tgt, tgt_mask = self._pad(targets)
-        return SideBatch(ids, mask, tgt, tgt_mask, self.ids(langs[list(rows)]))
+        width = max(len(x) for x in targets)  # the real target positions, flat into B×T: no device sync to find them
+        index = np.concatenate([r * width + np.arange(len(x)) for r, x in enumerate(targets)])
+        return SideBatch(ids, mask, tgt, tgt_mask, self.ids(langs[list(rows)]),
+                         torch.from_numpy(index).to(self.device))
 
     def _pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(x) for x in seqs)
@@ -342,7 +358,7 @@ class VmsstComponent(Component):
         return dot_product_info_nce(z[0], z[1], groups=meaning)
 
     def batch(self, step: int) -> StepBatch:
-        from models.vmsst.model import VmsstModel, active_units
+        from models.vmsst.model import VmsstModel, active_unit_metrics
 
         idx = self.plan.batch(step)
         rows = self.local(list(idx))
@@ -358,10 +374,10 @@ class VmsstComponent(Component):
         if self.objective.variant == "contrastive":  # the paper's CONTRASTIVE baseline: μ_sem of both sides only
 
             def contrastive_only() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-                (_, mu_a), (_, mu_b) = (VmsstModel.semantic_mean(self.student, x) for x in (a, b))
+                (_, mu_a), (_, mu_b) = VmsstModel.semantic_means(self.student, a, b)
                 loss = self.contrastive_loss(mu_a, mu_b, meaning)
                 return loss, {"contrastive_loss": loss.detach(),
-                              "active_units_sem": active_units(torch.cat([mu_a, mu_b]))}
+                              **active_unit_metrics("sem", torch.cat([mu_a, mu_b]))}
 
             return StepBatch([], None, 2 * total, direct=contrastive_only)
         reads_b = self.semantic_reads_b(step, total)

@@ -52,14 +52,17 @@ class LanguageEncoder(nn.Module):
         self.layers = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
     def forward(self, embeddings: nn.Embedding, language: torch.Tensor, ids: torch.Tensor,
-                mask: torch.Tensor) -> torch.Tensor:
+                mask: torch.Tensor, embedded: torch.Tensor | None = None) -> torch.Tensor:
         """Pooled B×d vectors of ``ids`` (B×T, right-padded, ``mask`` 1 on real tokens) with ``language`` (B×d, the
-        language embeddings) as position 0."""
+        language embeddings) as position 0. ``embedded``: the rows of ``ids`` already looked up in ``embeddings``
+        (B×T×d; ``models.vmsst.decoder.lookup_rows``), or None to look them up here."""
         t = ids.shape[1]
         if t + 1 > self.positions.num_embeddings:
             raise ValueError(f"language encoder: {t + 1} positions but only {self.positions.num_embeddings} position "
                              "embeddings (raise the encoder's max_length)")
-        x = torch.cat([language[:, None, :].to(embeddings.weight.dtype), embeddings(ids)], 1)
+        if embedded is None:
+            embedded = embeddings(ids)
+        x = torch.cat([language[:, None, :].to(embedded.dtype), embedded], 1)
         x = self.dropout(self.input_norm(x + self.positions.weight[: t + 1]))
         keep = torch.cat([torch.ones_like(mask[:, :1]), mask], 1).bool()
         h = self.layers(x, src_key_padding_mask=~keep)

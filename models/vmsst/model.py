@@ -8,9 +8,10 @@ Per batch of translation pairs (x_a, x_b) in languages (l_a, l_b) — the paper'
                 + β(t) · (KL(q(z_sem | x_s)) + KL(q(z_{l_a} | x_a)) + KL(q(z_{l_b} | x_b))) ] (KL to N(0, I))
 
 1. Semantic pass over *both* sides with the student (🤗 encoder → mean pooling → its bias-free projection = W_μ;
-   ``semantic_logvar`` = W_σ): μ_sem(x_a), μ_sem(x_b). Both are needed by the translation terms.
+   ``semantic_logvar`` = W_σ): μ_sem(x_a), μ_sem(x_b). Both are needed by the translation terms. The two sides run
+   as one batch (``stacked_inputs``: padding is masked, so each sentence's μ is its own).
 2. Language passes (VMSST): z_{l_a}, z_{l_b} from the language encoder on their own sentence (the language
-   embedding prepended).
+   embedding prepended), both sides as one batch too.
 3. Translation terms: each sentence is generated from the mean of the semantic posterior of the *other* side
    **alone** (first decoder input: the target-language embedding). The paper's second term is "the sum of
    p(x_li | μ_sem_lj) and p(x_lj | μ_sem_li)": nothing encoded from the target sentence may enter it, or the decoder
@@ -23,8 +24,8 @@ Per batch of translation pairs (x_a, x_b) in languages (l_a, l_b) — the paper'
 
    BITRANSLATION (no language variables) always has its own decoder conditioned on μ_sem alone (BGT's
    ``decoder_trans``): that is the whole baseline. (Before train stage version 6 the shared reading fed z_lang of the
-   target side; with μ_sem replaced by noise that decoder reached 0.88 nats on 256 random sentences, below the
-   ln 256 = 5.55-nat no-information floor — the leak ``tests/test_vmsst.py`` now rules out.)
+   target side: with μ_sem replaced by noise, that decoder's translation NLL fell below ln B, the no-information floor
+   of B random sentences — the leak ``tests/test_vmsst.py`` now rules out.)
 4. Reconstruction (VMSST): z_sem is sampled from the posterior of one side s of each pair, which forces it to keep
    only what both translations share. ``semantic_side``: ``rows`` (default, the paper: alternating within the batch,
    even global rows read a, odd rows b) or ``steps`` (BGT's ``counter % 2``: the whole batch alternates a / b every
@@ -32,12 +33,17 @@ Per batch of translation pairs (x_a, x_b) in languages (l_a, l_b) — the paper'
    regenerates each sentence; KL of the three posteriors to N(0, I), annealed.
 
 The decoder is shared by all languages; the target language enters as its first input, and the conditioning vector
-enters every layer and the 3d × V output projection (|s| = 2k).
+enters every layer and the 3d × V output projection (|s| = 2k). The decoders read the target prefix from the student's
+word-embedding table (``decoder_embeddings: shared``, BGT's shared embeddings: the decoder terms train that table too),
+from it with the gradient stopped (``detached``: the table learns from the encoders' paths only), or from a table of
+their own (``own``: ``decoder_table``, a copy of the student's made when the model is built, trained by the decoder
+terms alone). The language encoder reads the student's table, with its gradient, in every case.
 
 Monitoring (detached scalars, logged into ``train_steps``): per-sentence translation and reconstruction NLL, KL per
 variable (sem, lang: per sentence), β, active units (dimensions whose μ varies across the batch with Var ≥ 0.01, BGT's
-``au``) of z_sem (over μ_sem of both sides, in every variant, so the column compares across variants) and of the
-language variables, and every ``monitor_every`` updates (0: never) the swap probe: the reconstruction
+``au``; and ``*_relative``: dimensions whose batch variance is ≥ 1 % of the mean per-dimension variance, which does not
+depend on μ's scale) of z_sem (over μ_sem of both sides, in every variant, so the column compares across variants) and
+of the language variables, and every ``monitor_every`` updates (0: never) the swap probe: the reconstruction
 NLL of each sentence from its own z_sem versus from its translation's (posterior means) — nearly equal when z_sem
 holds the shared meaning.
 """
@@ -50,9 +56,10 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from models.encoder import Dense, Normalize, SentenceEncoder, pool
-from models.vmsst.decoder import LatentConditionedDecoder
+from models.vmsst.decoder import LatentConditionedDecoder, lookup_rows
 from models.vmsst.inference import GaussianHead, LanguageEncoder
 from models.vmsst.loss import gaussian_kl, kl_annealing, vmsst_loss
 
@@ -60,13 +67,16 @@ from models.vmsst.loss import gaussian_kl, kl_annealing, vmsst_loss
 @dataclass
 class SideBatch:
     """One side of a batch of pairs: encoder input ids (with the tokenizer's special tokens) and mask, decoder targets
-    (content tokens + end-of-sentence) and mask, and language indices — all B-row tensors on the model's device."""
+    (content tokens + end-of-sentence) and mask, and language indices — all B-row tensors on the model's device.
+    ``target_index``: the flat indices into B×T of the real target positions (where ``target_mask`` is 1), made on
+    the host with the batch so that the decoders find them without a device sync; None: found from the mask."""
 
     ids: torch.Tensor
     mask: torch.Tensor
     targets: torch.Tensor
     target_mask: torch.Tensor
     language: torch.Tensor
+    target_index: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -106,8 +116,9 @@ class VmsstModel(nn.Module):
     Decoders: VMSST with ``translation_decoder: shared`` has exactly one (``decoder``, |s| = 2k, used by the
     translation and the reconstruction terms); ``separate`` adds ``translation_decoder`` (|s| = k); BITRANSLATION has
     only ``translation_decoder`` (|s| = k). ``output_ids``: the token ids every decoder's softmax runs over (the ids
-    of the training corpus's targets, ``decoder_vocab_size: corpus``; ``models.vmsst.decoder``), None for the full
-    vocabulary; the parameters are full-size either way."""
+    of the training corpus's targets, ``decoder_vocab_size: corpus``; ``models.vmsst.decoder``), the only rows their
+    output layers hold; None for the full vocabulary. ``decoder_table``: the decoders' own word-embedding table
+    (``decoder_embeddings: own`` only)."""
 
     def __init__(self, semantic: SentenceEncoder, objective: Any, languages: Sequence[str], *,
                  elbo_weight: float, max_positions: int,
@@ -136,14 +147,45 @@ class VmsstModel(nn.Module):
                 intermediate_size=ffn, dropout=o.dropout, max_positions=max_positions + 1)
             self.language_head = GaussianHead(dim, latent)
             self.decoder = LatentConditionedDecoder(vocab, dim, 2 * latent, **decoder)
+        self.decoder_embeddings = getattr(o, "decoder_embeddings", "shared")
+        if self.decoder_embeddings not in ("shared", "detached", "own"):
+            raise ValueError(f"vmsst: decoder_embeddings must be shared, detached or own, got "
+                             f"{self.decoder_embeddings!r}")
+        if self.decoder_embeddings == "own":  # a copy of the student's table now; built last and drawing no random
+            table = semantic.backbone.get_input_embeddings()  # numbers, so every other module starts as with shared
+            self.decoder_table = nn.Embedding.from_pretrained(table.weight.detach().clone(), freeze=False,
+                                                              padding_idx=table.padding_idx)
+
+    def decoder_inputs(self, encoder: SentenceEncoder) -> nn.Embedding | torch.Tensor:
+        """The word-embedding table the decoders read their inputs from (``decoder_embeddings``): the student's
+        (``shared``), its weight with the gradient stopped (``detached``) or the decoders' own (``own``)."""
+        if self.decoder_embeddings == "own":
+            return self.decoder_table
+        table = encoder.backbone.get_input_embeddings()
+        return table.weight.detach() if self.decoder_embeddings == "detached" else table
 
     @staticmethod
     def semantic_mean(encoder: SentenceEncoder, side: SideBatch) -> tuple[torch.Tensor, torch.Tensor]:
         """(pooled h̄, μ_sem) of the student on one side: what ``encoder.encode`` computes for that text, before a
         trailing ``Normalize``."""
-        hidden = encoder.backbone(input_ids=side.ids, attention_mask=side.mask).last_hidden_state
-        pooled = pool(hidden, side.mask, "mean")
+        return VmsstModel._semantic(encoder, side.ids, side.mask)
+
+    @staticmethod
+    def _semantic(encoder: SentenceEncoder, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = encoder.backbone(input_ids=ids, attention_mask=mask).last_hidden_state
+        pooled = pool(hidden, mask, "mean")
         return pooled, semantic_projection(encoder)(pooled)
+
+    @staticmethod
+    def semantic_means(encoder: SentenceEncoder, a: SideBatch,
+                       b: SideBatch) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+        """``semantic_mean`` of both sides in one pass of the student (``stacked_inputs``): the same values up to
+        rounding (padding is masked), half the passes — one dense gradient of the word-embedding table instead of
+        two, and half the operations."""
+        ids, mask = stacked_inputs(encoder, a, b)
+        pooled, mu = VmsstModel._semantic(encoder, ids, mask)
+        n = len(a)
+        return (pooled[:n], mu[:n]), (pooled[n:], mu[n:])
 
     def _translation(self, mu_other: torch.Tensor) -> tuple[LatentConditionedDecoder, torch.Tensor]:
         """The decoder of the translation terms and its conditioning vector: [0 ; μ_sem(other side)] into the shared
@@ -158,24 +200,16 @@ class VmsstModel(nn.Module):
         S's order, with a restricted output vocabulary)."""
         decoder, condition = self._translation(mu_other)
         start = self.language_embeddings(target.language)
-        return decoder.logits(encoder.backbone.get_input_embeddings(), start, target.targets, condition)
+        return decoder.logits(self.decoder_inputs(encoder), start, target.targets, condition)
 
     def translation_nll(self, encoder: SentenceEncoder, target: SideBatch, mu_other: torch.Tensor,
-                        weight: torch.Tensor | None = None) -> torch.Tensor:
+                        prefix: torch.Tensor | None = None) -> torch.Tensor:
         """Per-row NLL (B,) of the translation term of the ``target`` side (what ``translation_logits`` scores);
-        ``weight``: the translation decoder's ``output_weight()`` when the caller gathered it already."""
+        ``prefix``: its decoder inputs already looked up (``LatentConditionedDecoder.features``)."""
         decoder, condition = self._translation(mu_other)
         start = self.language_embeddings(target.language)
-        return decoder.nll(encoder.backbone.get_input_embeddings(), start, target.targets, target.target_mask,
-                           condition, weight)
-
-    def output_weights(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(translation decoder's, ELBO decoder's) ``output_weight()``, each gathered once for a forward's terms (the
-        shared decoder's twice over: one tensor); None for BITRANSLATION's absent ELBO decoder."""
-        elbo = self.decoder.output_weight() if self.generative else None
-        translation = elbo if self.shared_translation else self.translation_decoder.output_weight()
-        assert translation is not None
-        return translation, elbo
+        return decoder.nll(self.decoder_inputs(encoder), start, target.targets, target.target_mask, condition,
+                           prefix=prefix, index=target.target_index)
 
     def forward(self, encoder: SentenceEncoder, a: SideBatch, b: SideBatch, *, update: int,
                 reads_b: torch.Tensor | bool = False, monitor: bool = False,
@@ -186,13 +220,25 @@ class VmsstModel(nn.Module):
         row, so the samples do not depend on the number of ranks); fresh ``randn`` when not given."""
         eps = noise or {}
         table = encoder.backbone.get_input_embeddings()
-        h_a, mu_a = self.semantic_mean(encoder, a)
-        h_b, mu_b = self.semantic_mean(encoder, b)
-        metrics = {"active_units_sem": active_units(torch.cat([mu_a, mu_b]))}
-        w_translation, w_elbo = self.output_weights()
+        # both sides in one pass of the student and one of the language encoder (stacked_inputs)
+        ids, mask = stacked_inputs(encoder, a, b)
+        n = len(a)
+        h, mu = self._semantic(encoder, ids, mask)
+        (h_a, h_b), (mu_a, mu_b) = h.split(n), mu.split(n)
+        metrics = active_unit_metrics("sem", mu)
+        # every word-embedding row the decoders and the language encoder read, in one lookup per table (one dense
+        # gradient of a 250k-row table in backward instead of one per term; models.vmsst.decoder)
+        inputs = self.decoder_inputs(encoder)
+        prefixes = [a.targets[:, :-1], b.targets[:, :-1]]
+        encoded = [ids] if self.generative else []
+        if inputs is table:
+            prefix_a, prefix_b, *embedded = lookup_rows(table, *prefixes, *encoded)
+        else:
+            prefix_a, prefix_b = lookup_rows(inputs, *prefixes)
+            embedded = lookup_rows(table, *encoded) if encoded else []
         if not self.generative:
-            translation = (self.translation_nll(encoder, a, mu_b, w_translation)
-                           + self.translation_nll(encoder, b, mu_a, w_translation))
+            translation = (self.translation_nll(encoder, a, mu_b, prefix_a)
+                           + self.translation_nll(encoder, b, mu_a, prefix_b))
             metrics["translation_nll"] = translation.detach().mean() / 2
             if monitor:  # the probe's translation half: an unrelated pair's μ_sem (the batch rolled by one row)
                 with torch.no_grad():
@@ -201,22 +247,23 @@ class VmsstModel(nn.Module):
                         + self.translation_nll(encoder, b, mu_a.roll(1, 0))).mean() / 2
             return VmsstOutput(vmsst_loss(translation), mu_a, mu_b, metrics)
 
-        lang_a, lang_b = self.language_embeddings(a.language), self.language_embeddings(b.language)
-        mu_la, logvar_la = self.language_head(self.language_encoder(table, lang_a, a.ids, a.mask))
-        mu_lb, logvar_lb = self.language_head(self.language_encoder(table, lang_b, b.ids, b.mask))
+        lang = self.language_embeddings(torch.cat([a.language, b.language]))
+        lang_a, lang_b = lang.split(n)
+        mu_l, logvar_l = self.language_head(self.language_encoder(table, lang, ids, mask, embedded[0]))
+        (mu_la, mu_lb), (logvar_la, logvar_lb) = mu_l.split(n), logvar_l.split(n)
         z_la = GaussianHead.sample(mu_la, logvar_la, eps.get("lang_a"))
         z_lb = GaussianHead.sample(mu_lb, logvar_lb, eps.get("lang_b"))
-        translation = (self.translation_nll(encoder, a, mu_b, w_translation)
-                       + self.translation_nll(encoder, b, mu_a, w_translation))
+        translation = (self.translation_nll(encoder, a, mu_b, prefix_a)
+                       + self.translation_nll(encoder, b, mu_a, prefix_b))
 
         side_b = torch.as_tensor(reads_b, dtype=torch.bool, device=mu_a.device).expand(len(a))[:, None]
         h_s, mu_s = torch.where(side_b, h_b, h_a), torch.where(side_b, mu_b, mu_a)
         logvar_s = self.semantic_logvar(h_s)
         z_sem = GaussianHead.sample(mu_s, logvar_s, eps.get("sem"))
-        reconstruction = (self.decoder.nll(table, lang_a, a.targets, a.target_mask, torch.cat([z_la, z_sem], 1),
-                                           w_elbo)
-                          + self.decoder.nll(table, lang_b, b.targets, b.target_mask, torch.cat([z_lb, z_sem], 1),
-                                             w_elbo))
+        reconstruction = (self.decoder.nll(inputs, lang_a, a.targets, a.target_mask, torch.cat([z_la, z_sem], 1),
+                                           prefix=prefix_a, index=a.target_index)
+                          + self.decoder.nll(inputs, lang_b, b.targets, b.target_mask, torch.cat([z_lb, z_sem], 1),
+                                             prefix=prefix_b, index=b.target_index))
         free = self.objective.free_bits
         kl_sem = gaussian_kl(mu_s, logvar_s, free)
         kl_lang = gaussian_kl(mu_la, logvar_la, free) + gaussian_kl(mu_lb, logvar_lb, free)
@@ -226,7 +273,7 @@ class VmsstModel(nn.Module):
             "translation_nll": translation.detach().mean() / 2,
             "reconstruction_nll": reconstruction.detach().mean() / 2, "kl_sem": kl_sem.detach().mean(),
             "kl_lang": kl_lang.detach().mean() / 2, "kl_beta": torch.full((), beta, device=mu_s.device),
-            "active_units_lang": active_units(torch.cat([mu_la, mu_lb]))})
+            **active_unit_metrics("lang", torch.cat([mu_la, mu_lb]))})
         if monitor:
             metrics.update(self.swap_probe(encoder, a, b, (mu_la, mu_a), (mu_lb, mu_b)))
         return VmsstOutput(loss, mu_a, mu_b, metrics, z_sem)
@@ -242,23 +289,54 @@ class VmsstModel(nn.Module):
         (``swap_nll_own``), of its translation (``swap_nll_swapped``) and of an unrelated pair (the batch rolled by
         one row, ``swap_nll_unrelated``); and the translation term from an unrelated pair's μ_sem
         (``translation_nll_unrelated``, to set against ``translation_nll``)."""
-        table = encoder.backbone.get_input_embeddings()
+        table = self.decoder_inputs(encoder)
         (mu_la, mu_a), (mu_lb, mu_b) = means_a, means_b
         other_a, other_b = mu_a.roll(1, 0), mu_b.roll(1, 0)
 
         def rec(sem_a: torch.Tensor, sem_b: torch.Tensor) -> torch.Tensor:
             return (self.decoder.nll(table, self.language_embeddings(a.language), a.targets, a.target_mask,
-                                     torch.cat([mu_la, sem_a], 1))
+                                     torch.cat([mu_la, sem_a], 1), index=a.target_index)
                     + self.decoder.nll(table, self.language_embeddings(b.language), b.targets, b.target_mask,
-                                       torch.cat([mu_lb, sem_b], 1))).mean() / 2
+                                       torch.cat([mu_lb, sem_b], 1), index=b.target_index)).mean() / 2
 
         unrelated = (self.translation_nll(encoder, a, other_b) + self.translation_nll(encoder, b, other_a)).mean() / 2
         return {"swap_nll_own": rec(mu_a, mu_b), "swap_nll_swapped": rec(mu_b, mu_a),
                 "swap_nll_unrelated": rec(other_a, other_b), "translation_nll_unrelated": unrelated}
 
 
+def stacked_inputs(encoder: SentenceEncoder, a: SideBatch, b: SideBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoder inputs of sides ``a`` then ``b`` as one 2B-row batch (ids, mask), right-padded with the tokenizer's
+    pad id to the wider side's width. Padding is masked everywhere it is read (attention, mean pooling), so each row's
+    outputs are those of its own side's batch up to rounding."""
+    width = max(a.ids.shape[1], b.ids.shape[1])
+    pad = encoder.tokenizer.pad_token_id or 0
+
+    def widen(x: torch.Tensor, value: int) -> torch.Tensor:
+        return F.pad(x, (0, width - x.shape[1]), value=value)
+
+    return torch.cat([widen(a.ids, pad), widen(b.ids, pad)]), torch.cat([widen(a.mask, 0), widen(b.mask, 0)])
+
+
 def active_units(mu: torch.Tensor, threshold: float = 0.01) -> torch.Tensor:
-    """Dimensions whose posterior mean varies across the rows with Var ≥ ``threshold`` (BGT's ``au``)."""
+    """Dimensions whose posterior mean varies across the rows with Var ≥ ``threshold`` (BGT's ``au``); it depends on
+    μ's scale (μ·c counts the dimensions with Var ≥ threshold / c²)."""
     if mu.shape[0] < 2:
         return torch.full((), float("nan"), device=mu.device)
     return (mu.detach().float().var(0) >= threshold).sum().float()
+
+
+def relative_active_units(mu: torch.Tensor, fraction: float = 0.01) -> torch.Tensor:
+    """Dimensions whose variance across the rows (centred per dimension) is ≥ ``fraction`` of the mean per-dimension
+    variance: unchanged by scaling μ by any c > 0 or shifting it; 0 when no dimension varies."""
+    if mu.shape[0] < 2:
+        return torch.full((), float("nan"), device=mu.device)
+    var = mu.detach().float().var(0)
+    mean = var.mean()
+    count = (var >= fraction * mean).sum().float()
+    return torch.where(mean > 0, count, torch.zeros_like(count))  # no host sync: the trainer syncs once a step
+
+
+def active_unit_metrics(name: str, mu: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``active_units_<name>`` (``active_units``) and ``active_units_<name>_relative`` (``relative_active_units``) of
+    the B×k means ``mu``."""
+    return {f"active_units_{name}": active_units(mu), f"active_units_{name}_relative": relative_active_units(mu)}
