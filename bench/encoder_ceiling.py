@@ -37,6 +37,11 @@ It prints the medians as sentences/s and as the fraction of each floor, the embe
 lowest cosine between *after* and *before*) and — "scores unchanged" — the Tatoeba accuracies of ``--score-langs``
 (and, with ``--bucc-scores``, the BUCC zh-en sample's mining F1) computed from both paths' embeddings.
 
+Its ``machine`` line gives the load average and how much faster the GEMM runs on ``--threads`` threads than on one:
+on a machine whose cores other processes hold, OpenMP's spinning waits make every figure of a multi-threaded run
+collapse (two threads slower than one) and the fractions meaningless; ``OMP_WAIT_POLICY=PASSIVE`` in the environment
+(or ``--threads 1``) measures the same code without that collapse.
+
     python -m bench.encoder_ceiling [--data ../shared/data] [--sample 3000]
     python -m bench.encoder_ceiling --model me5 [--sample 800] [--rounds 5] [--threads 2] [--score-langs cmn deu]
 """
@@ -413,10 +418,10 @@ def me5_report_lines(res: dict[str, Any]) -> list[str]:
              f"{'yes' if res['packed'] else 'no'}, oneDNN: {'yes' if res['onednn'] else 'no'}",
              "  float32 GEMM rate of the model's layer shapes: "
              + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in res["gemm_rates"].items()) + " GFLOP/s",
-             f"  machine: 1-minute load average {res['load_before']:.1f} before, {res['load_after']:.1f} after; the "
-             f"best GEMM runs {res['gemm_scaling']:.2f}× faster on {res['threads']} threads than on 1 (about "
-             f"{res['threads']}× on free cores: less means other processes held them, and every figure here ran "
-             "on what they left)"]
+             f"  machine: 1-minute load average {res['load_before']:.1f} before, {res['load_after']:.1f} after"
+             + (f"; the best GEMM runs {res['gemm_scaling']:.2f}× as fast on {res['threads']} threads as on 1 (about "
+                f"{res['threads']}× on free cores: less means other processes held them, and every figure here ran "
+                "on what they left)" if res["threads"] > 1 else "")]
     for name, c in res["sets"].items():
         sps, t = c["sentences_per_s"], c["seconds"]
         floors = "; ".join(f"{job.split()[1]} {t[job]:.2f} s = {sps[job]:.0f} sentences/s"

@@ -130,9 +130,9 @@ def me5_encoder() -> SentenceEncoder:
 
 def test_packed_path_gives_the_padded_paths_embeddings_on_real_sentences(me5_encoder: SentenceEncoder,
                                                                           shared_data: Path) -> None:
-    """multilingual-e5-small as the evaluation encodes: the packed path (new batching, no padding) gives the padded
-    🤗 forward's embeddings (the old order) and each sentence's embedding alone, to float32 rounding, whatever the
-    input order."""
+    """multilingual-e5-small as the evaluation encodes: the packed path (the same length-sorted batches, run without
+    padding, fused) gives the padded 🤗 forward's embeddings and each sentence's embedding alone, to float32
+    rounding, whatever the input order and batching."""
     enc, texts = me5_encoder, _real_sentences(shared_data)
     assert PackedBackbone.of(enc.backbone) is not None
     settings = EvaluationSettings()
