@@ -119,3 +119,12 @@ def read_bucc(folder: Path, split: str = "sample") -> dict[str, BuccPair]:
     if not out:
         raise FileNotFoundError(f"{folder}: no *-en.{split}.gold files")
     return out
+
+
+def warn_if_loaded(device_type: str, what: str) -> float:
+    """The 1-minute load average, with a warning when the CPU is already busy before a CPU timing starts (``what``:
+    how that distorts the run)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    if device_type == "cpu" and load > 0.5:
+        print(f"warning: load average {load:.2f} before the run; {what}", flush=True)
+    return load

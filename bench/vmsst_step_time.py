@@ -78,7 +78,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.results import append_results
-from bench.shared_data import REPO
+from bench.shared_data import REPO, warn_if_loaded
 
 if TYPE_CHECKING:
     import torch
@@ -349,10 +349,8 @@ def main(argv: list[str] | None = None) -> int:
 
     device = pick_device(a.device)
     a.device = device.type
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if device.type == "cpu" and load > 0.5:
-        print(f"warning: load average {load:.2f} before the run; other processes competing for the cores (torch uses "
-              "one thread per core) distort CPU timings, the ratios included", flush=True)
+    warn_if_loaded(device.type, "other processes competing for the cores (torch uses one thread per core) distort "
+                   "CPU timings, the ratios included")
     t0 = time.perf_counter()
     tables = write_corpora(a.work, a.vocab)
 

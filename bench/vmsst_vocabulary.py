@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bench.results import append_results
-from bench.shared_data import REPO
+from bench.shared_data import REPO, warn_if_loaded
 
 if TYPE_CHECKING:
     from bench.vmsst_step_time import Run
@@ -209,10 +209,8 @@ def main(argv: list[str] | None = None) -> int:
 
     device = pick_device(a.device)
     a.device = device.type
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if device.type == "cpu" and load > 0.5:
-        print(f"warning: load average {load:.2f} before the run; other processes competing for the cores distort CPU "
-              "timings (the interleaved rounds share the distortion between the modes)", flush=True)
+    load = warn_if_loaded(device.type, "other processes competing for the cores distort CPU timings (the "
+                          "interleaved rounds share the distortion between the modes)")
     t0 = time.perf_counter()
     table = (write_sample_table(a.work) if a.bitext == "sample"
              else kit_table(a.data_root, a.kit) if a.bitext == "kit" else Path(a.bitext))

@@ -96,11 +96,9 @@ def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], ou
     return got, time.perf_counter() - t0
 
 
-def train_curves(steps_table: Path, columns: tuple[str, ...], windows: int = 10) -> dict[str, Any]:
-    """Mean of the loss and each logged column over ``windows`` equal windows of the run (``curve.<column>``)."""
-    import pyarrow.parquet as pq
-
-    t = pq.read_table(steps_table).to_pydict()
+def train_curves(t: dict[str, list[Any]], columns: tuple[str, ...], windows: int = 10) -> dict[str, Any]:
+    """Mean of the loss and each logged column of the ``train_steps`` table ``t`` over ``windows`` equal windows of
+    the run (``curve.<column>``)."""
     out: dict[str, Any] = {}
     for c in ("loss", *columns):
         if c not in t:
@@ -111,14 +109,11 @@ def train_curves(steps_table: Path, columns: tuple[str, ...], windows: int = 10)
     return out
 
 
-def train_figures(steps_table: Path, columns: tuple[str, ...]) -> dict[str, float]:
+def train_figures(t: dict[str, list[Any]], columns: tuple[str, ...]) -> dict[str, float]:
     """``train.<column>`` for each logged column, read at one step: the last step at which every column that was
     logged at all has a value (a probe logged every ``monitor_every`` updates and the per-step terms are then read at
     the same update, so they compare like with like); plus ``train.probe_gap`` = translation NLL from an unrelated
     pair's μ_sem − from the translation's (nats; 0: the decoder does not read μ_sem) when both are logged."""
-    import pyarrow.parquet as pq
-
-    t = pq.read_table(steps_table).to_pydict()
     present = [c for c in columns if c in t and any(v is not None for v in t[c])]
     if not present:
         return {}
@@ -165,15 +160,15 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     if condition.final:
         final, final_s = score(q, model, "full", q.evaluation.final, folder / "full", key.file_name(), eval_device)
         decision_s += final_s
-    steps_table = folder / "train" / res.tables["train_steps"]
+    steps = pq.read_table(folder / "train" / res.tables["train_steps"]).to_pydict()
     metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()},
                **{f"final.{k}": v for k, v in final.items()},
-               **train_figures(steps_table, q.evaluation.train_curves)}
+               **train_figures(steps, q.evaluation.train_curves)}
     hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in settings.tables()}
     row = {"question": q.name, "condition": condition.name, "seed": seed, "scale": scale,
            "precision": res.stats["precision"], "device": res.stats["device"], "steps": settings.steps,
            "metrics": {k: round(v, 4) for k, v in metrics.items()},
-           "training": {"final_loss": res.stats["final_loss"], **train_curves(steps_table, q.evaluation.train_curves)},
+           "training": {"final_loss": res.stats["final_loss"], **train_curves(steps, q.evaluation.train_curves)},
            "train_seconds": round(train_s, 1), "eval_seconds": round(report_s + decision_s, 1),
            "hardware": hardware(), "commit": commit(), "trained_hash": trained_hash(q, condition, seed, scale, hashes),
            "tables": hashes, "start": q.start, "origin": origin,
@@ -181,7 +176,6 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
            "concurrent_jobs": int(os.environ.get("POLYSENT_EXPERIMENT_WORKERS", "1"))}
     write_row(results or q.results, row)
     shutil.rmtree(folder, ignore_errors=True)
-    _ = pq  # pyarrow is what reads the tables above; imported here to fail early on a machine without it
     return row
 
 
