@@ -4,10 +4,17 @@ Why: an objective is one module (``models/objectives/<kind>.py``) holding its se
 the pipeline's config loader imports every objective module to read the ``objectives`` list of a training run. Planning,
 validating and a no-op ``polysent run`` never train, and importing torch costs about 2 s on 2 cores (measured:
 ``python -c "import torch"`` 2.0 s against 0.8 s for the whole config loader), more than a no-op run takes. So the
-objective modules, the shared loss parts and the component base take ``torch`` from here: the standard library's
-``importlib.util.LazyLoader`` puts a module object in ``sys.modules`` whose first attribute access runs torch's real
-import; every later ``import torch`` anywhere returns the same, by then ordinary, module. Nothing else changes: code
-writes ``torch.cat`` and ``torch.nn.functional.normalize`` as usual (``F`` below is that namespace, resolved per call).
+objective modules, the shared loss parts and the component base take ``torch`` from here: a small proxy object whose
+first attribute access runs an ordinary ``import torch`` and hands back the real module's attribute. Nothing else
+changes: code writes ``torch.cat`` and ``torch.nn.functional.normalize`` as usual (``F`` below is that namespace,
+resolved per call).
+
+Why a proxy and not the standard library's ``importlib.util.LazyLoader``: a lazy placeholder in
+``sys.modules["torch"]`` breaks the first ``import torch.distributed`` made after it, because torch's own submodules
+read the half-loaded placeholder (seen: an abort "generic_type: cannot initialize type GradBucket: an object with that
+name is already defined" on torch 2.13.0+cpu / Python 3.11, and ``AttributeError: '_LazyModule' object has no attribute
+'Tensor'`` on the CUDA build / Python 3.12 — every GPU experiment row failed at ``models.distributed``). The proxy never
+enters ``sys.modules``, so every other ``import torch`` is the ordinary one.
 
 Classes that derive from a torch class at definition time (``nn.Module`` subclasses) cannot be lazy; they live in
 modules the objectives import inside their components (``models/entity_head.py``, ``models/vmsst/``).
@@ -16,6 +23,7 @@ modules the objectives import inside their components (``models/entity_head.py``
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from types import ModuleType
@@ -24,30 +32,39 @@ from typing import Any
 __all__ = ["F", "torch", "torch_loaded"]
 
 
-def _lazy_module(name: str) -> ModuleType:
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"models.lazy_torch: module {name!r} is not installed (pip install torch==2.13.0 first)")
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+class _LazyTorch:
+    """``torch``'s attributes, with torch imported on the first one asked for."""
+
+    _module: ModuleType | None = None
+
+    def _load(self) -> ModuleType:
+        module = type(self)._module
+        if module is None:
+            if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+                raise ImportError("models.lazy_torch: torch is not installed (pip install torch==2.13.0 first)")
+            module = importlib.import_module("torch")
+            type(self)._module = module
+        return module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._load(), name)
+
+    def __repr__(self) -> str:
+        module = type(self)._module
+        return "<torch, imported on first use>" if module is None else repr(module)
 
 
 class _Functional:
-    """``torch.nn.functional``, looked up on each use (a lazily loaded package's submodule cannot be bound early)."""
+    """``torch.nn.functional``, looked up on each use."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(torch.nn.functional, name)
 
 
 def torch_loaded() -> bool:
-    """Whether torch's import has run in this process (not only the lazy placeholder)."""
+    """Whether torch's import has run in this process."""
     return "torch._C" in sys.modules
 
 
-torch = _lazy_module("torch")
+torch: Any = _LazyTorch()
 F = _Functional()

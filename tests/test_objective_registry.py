@@ -285,3 +285,18 @@ def test_the_settings_reader_needs_neither_pydantic_nor_torch(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == (f"{tmp_path / 's.yaml'}:3: objectives.0.batch_size: out of range (value 0); "
                                    "expected an integer ≥ 1")
+
+
+def test_torch_distributed_imports_after_the_objectives_took_torch_lazily() -> None:
+    """The training path imports ``torch.distributed`` after the config loader took torch lazily: with a lazy
+    placeholder in ``sys.modules`` that import aborted (CPU wheel) or raised AttributeError (CUDA build),
+    failing every GPU row."""
+    code = ("from models.lazy_torch import torch, torch_loaded\n"
+            "import models.objectives.mpcl, models.objectives.vmsst\n"
+            "assert not torch_loaded()\n"
+            "import torch.distributed as dist\n"
+            "import models.train\n"
+            "print(torch.cat([torch.ones(1), torch.zeros(1)]).tolist(), torch_loaded())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[1.0, 0.0] True"
