@@ -122,7 +122,7 @@ experiment-kits: $(STAMP)
 # The GPU drain. Here: `make gpu-carry` (kits + the packed start + the commit, ~60 MB under data/experiments/kits).
 # On a lent H100/H200 (a copy of this tree, carry data/experiments/kits; torch, transformers, numpy, pyarrow there; no
 # venv, no polars/duckdb/prefect): `make gpu-drain OUT=$OUT` (or `python3 -m experiments gpu-drain --out $OUT`) runs
-# every pending GPU row within 520 s and writes $OUT/rows.jsonl + $OUT/drain.log. Back here: `make gpu-merge
+# every pending GPU row within 560 s and writes $OUT/rows.jsonl + $OUT/drain.log. Back here: `make gpu-merge
 # ROWS=<the returned folder>` writes the rows into the ledgers and regenerates the pages.
 OUT ?= data/experiments/drain
 ROWS ?= data/experiments/drain
@@ -131,7 +131,7 @@ gpu-carry: experiment-kits
 	$(BIN)/polysent experiment gpu-drain --dry-run --out data/experiments/drain-plan
 	du -sh $(KITS)
 gpu-drain:
-	PYTHONUNBUFFERED=1 python3 -m experiments gpu-drain --out $(OUT) --deadline 520 --workers 8
+	PYTHONUNBUFFERED=1 python3 -m experiments gpu-drain --out $(OUT) --deadline 560 --workers 8
 gpu-merge: $(STAMP)
 	$(BIN)/polysent experiment merge $(ROWS)
 

@@ -184,7 +184,7 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     pr.set_defaults(fn=cmd_prepare)
     g = sub.add_parser("gpu-drain", help="on a GPU machine: every pending GPU row within a deadline")
     g.add_argument("--out", type=Path, required=True, help="where rows.jsonl and drain.log go ($OUT)")
-    g.add_argument("--deadline", type=float, default=520.0, help="seconds after which no row runs")
+    g.add_argument("--deadline", type=float, default=560.0, help="seconds after which no row runs")
     g.add_argument("--workers", type=int, default=8, help="rows at once on the one GPU (16 CPU cores feed it)")
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     g.add_argument("--include-cpu-rows", action="store_true", help="also the CPU rows, at their own precision")

@@ -4,11 +4,14 @@ what it returns into the ledger here.
 On the GPU machine (a copy of this working tree; torch, transformers, numpy, pyarrow, pyyaml; no polars, duckdb or
 Prefect; the kits carried under ``data/experiments/kits``), ``python -m experiments gpu-drain --out $OUT`` runs the
 pending rows whose scale says ``runs_on: gpu`` as separate processes, ``--workers`` at a time on the one GPU (a model
-of multilingual-e5-small's size leaves most of an H100 idle), largest estimate first. It starts no row whose
-estimate would pass ``--deadline`` seconds, and stops those still running at the deadline (their rows are lost, not
-half-written). Every finished row is added to ``$OUT/rows.jsonl`` at once (the file is rewritten whole under a
-temporary name), so whatever the machine returns holds only complete rows; the log is ``$OUT/drain.log``. Two files:
-the machine hands back at most eight.
+of multilingual-e5-small's size leaves most of an H100 idle), smallest estimate first, so that a call ends with as
+many finished rows as it can hold. A row's estimate (``experiments.plan``) is its share of the machine when rows run
+``--workers`` at a time, so its expected wall time is the estimate × the workers: the drain starts no row whose
+expected wall time would pass ``--deadline`` seconds, and stops those still running at the deadline (their rows are
+lost, not half-written). The start model is converted once, before any row starts (``experiments.kits.start_model``
+also holds a lock for the rows that would otherwise race to convert it). Every finished row is added to
+``$OUT/rows.jsonl`` at once (the file is rewritten whole under a temporary name), so whatever the machine returns
+holds only complete rows; the log is ``$OUT/drain.log``. Two files: the machine hands back at most eight.
 
 Here, ``python -m experiments merge DIR_OR_FILE`` writes each returned row into its question's ledger (one atomic file
 each), and refuses a row of an unknown question or a malformed one, naming the line.
@@ -25,12 +28,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from experiments import kits
 from experiments.ledger import read_rows, row_key, write_row
-from experiments.paths import REPO
+from experiments.paths import REPO, RUNS
 from experiments.plan import PlannedRow, plan
 from experiments.question import load_question, questions
 
-DEFAULT_DEADLINE = 520.0  # seconds: inside the device tool's 600 s command limit, with room to copy $OUT back
+DEFAULT_DEADLINE = 560.0  # seconds: inside the device tool's 600 s command limit, with room to copy $OUT back
+# (the CLI's --deadline default; tests/test_experiments.py checks that the two agree)
 
 
 def pending_gpu_rows(names: list[str] | None = None, *, include_cpu: bool = False) -> list[PlannedRow]:
@@ -41,7 +46,7 @@ def pending_gpu_rows(names: list[str] | None = None, *, include_cpu: bool = Fals
         q = load_question(name)
         out += [p for p in plan(q) if p.state != "done" and p.key.condition != "start" and
                 (p.runs_on == "gpu" or include_cpu)]
-    return sorted(out, key=lambda p: -(p.gpu_seconds or 0))
+    return sorted(out, key=lambda p: (p.gpu_seconds or 0, p.question, p.key.seed))
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -65,8 +70,14 @@ def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, na
     say(f"drain: {len(todo)} pending rows; deadline {deadline:.0f} s, {workers} at a time, device {device}")
     if dry_run:
         for p in todo:
-            say(f"  would run {p.question}: {p.key} (~{p.gpu_seconds or 0:.0f} s)")
+            say(f"  would run {p.question}: {p.key} (~{(p.gpu_seconds or 0) * workers:.0f} s at {workers} at once)")
         return []
+    for name in sorted({p.question for p in todo}):
+        q = load_question(name)
+        if q.start is not None:
+            t = time.perf_counter()
+            kits.start_model(q.start, q.kit, RUNS / "start-models")
+            say(f"start model of {name} ({q.start}) ready in {time.perf_counter() - t:.0f} s")
     scratch = Path(tempfile.mkdtemp(prefix="polysent-drain-"))
     env = {**os.environ, "POLYSENT_EXPERIMENT_WORKERS": str(workers), "TOKENIZERS_PARALLELISM": "false",
            "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -96,8 +107,10 @@ def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, na
         while todo and len(running) < workers:
             p = todo.pop(0)
             left = deadline - (time.perf_counter() - t0)
-            if p.gpu_seconds is not None and p.gpu_seconds > left:
-                say(f"not started (estimate {p.gpu_seconds:.0f} s > {left:.0f} s left): {p.question} {p.key}")
+            wall = None if p.gpu_seconds is None else p.gpu_seconds * workers
+            if wall is not None and wall > left:
+                say(f"not started (expected {wall:.0f} s at {workers} at once > {left:.0f} s left): "
+                    f"{p.question} {p.key}")
                 continue
             folder = scratch / f"job{len(rows)}-{len(todo)}"
             folder.mkdir(parents=True)

