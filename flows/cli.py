@@ -52,7 +52,9 @@ def _load(args: argparse.Namespace):  # -> PipelineConfig | None
     try:
         return load_config(args.config, args.data_root)
     except ConfigError as exc:
-        print(f"polysent: invalid configuration\n{exc}", file=sys.stderr)
+        problems = str(exc).splitlines()
+        print(f"polysent: invalid configuration: {problems[0]}" if len(problems) == 1 else
+              "polysent: invalid configuration\n" + "\n".join(problems), file=sys.stderr)
         return None
 
 
@@ -66,7 +68,7 @@ def _load_dag(args: argparse.Namespace):  # -> tuple[PipelineConfig, dict[str, N
     try:
         return cfg, build_dag(cfg)
     except (ValueError, FileNotFoundError) as exc:
-        print(f"polysent: invalid configuration\n{args.config}: {exc}", file=sys.stderr)
+        print(f"polysent: invalid configuration: {args.config}: {exc}", file=sys.stderr)
         return None
 
 
@@ -105,7 +107,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from warehouse.layout import DataRoot
 
     root = DataRoot.at(cfg.data_root)
-    rows = plan(nodes, ArtifactStore(root), FileHashCache(root.file_hashes))
+    rows = plan(nodes, ArtifactStore(root, create=False), FileHashCache(root.file_hashes))  # writes nothing
     table = Table(title=f"plan for {cfg.name} (data root {root.root})")
     for col in ("node", "stage", "key", "status", "detail"):
         table.add_column(col, overflow="fold")

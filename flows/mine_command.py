@@ -131,8 +131,8 @@ def cmd_mine(args: argparse.Namespace) -> int:
 
     from models.mining.embedding_file import EmbeddingFileError
     from models.mining.index import MissingFaiss, faiss_module
-    from models.mining.mine import Encoder, MiningInputError, Side, mine_corpora
-    from models.pretrained import resolve_model
+    from models.mining.mine import Encoder, MiningInputError, Side, mine_corpora, unify
+    from models.pretrained import check_model
     from pipelines.mining_inputs import MiningInputError as InputError
     from pipelines.mining_inputs import read_input
 
@@ -158,9 +158,11 @@ def cmd_mine(args: argparse.Namespace) -> int:
         for side in ("src", "tgt"):
             col = read_input(_input(args, side), data_root.resolve())
             sides[side] = Side(col.ids, col.texts, col.source)
+            unify(sides[side], "source" if side == "src" else "target")  # empty or blank: refused before the model
             log.info("read %d sentences from %s", len(col.texts), col.source)
-        model = resolve_model(args.model, Path.cwd())
-    except (ValueError, MissingFaiss) as exc:  # bad options, inputs, model ids (ModelNotFound is a ValueError)
+        model = check_model(args.model, Path.cwd())  # before any model loads: a missing folder, an uncached hub id
+    except (ValueError, MissingFaiss) as exc:  # bad options, inputs, model ids (ModelNotFound and the input errors
+        # are ValueErrors)
         log.error("%s", exc)
         return 2
     encoder = Encoder(model, device=args.device, max_length=args.max_length)

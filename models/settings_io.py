@@ -90,6 +90,13 @@ def load_yaml(path: Path | str) -> tuple[Any, Any]:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SettingsError([f"{path}: no such config file"]) from None
+    except IsADirectoryError:
+        raise SettingsError([f"{path}: is a folder; expected a YAML config file"]) from None
+    except UnicodeDecodeError as exc:
+        raise SettingsError([f"{path}: not a UTF-8 text file (byte {exc.start}); expected a YAML config "
+                             "file"]) from None
+    except OSError as exc:
+        raise SettingsError([f"{path}: cannot be read ({exc.strerror or exc})"]) from None
     try:
         return yaml.safe_load(text), yaml.compose(text)
     except yaml.YAMLError as exc:

@@ -10,8 +10,9 @@ they came from for messages and logs):
 * ``parquet`` — a column of a Parquet file or folder, optionally filtered by a DuckDB ``WHERE`` expression;
 * ``table`` — a table or view of the warehouse (``wiki_sentences``, ``bitext_pairs`` …) with the same filter.
 
-The format is taken from the file name when not given (``.parquet`` or a folder → parquet; ``.tsv``, or a text file
-with a column named → tsv; else lines).
+The format is taken from the file name when not given (``.parquet`` → parquet; ``.tsv``, or a text file with a
+column named → tsv; else lines, refusing a file whose lines mostly hold a tab); a folder is read only with format
+parquet, as every ``.parquet`` file under it.
 Bad input is a :class:`MiningInputError` naming the file and line, or the column and the columns there are.
 """
 
@@ -63,7 +64,10 @@ class TextInput:
         name = self.path.name.lower()
         for suffix in (".gz", ".bz2", ".xz"):
             name = name.removesuffix(suffix)
-        if self.path.is_dir() or name.endswith(".parquet"):
+        if self.path.is_dir():
+            raise MiningInputError(f"{self.path}: is a folder; expected a file (lines, .tsv or .parquet), or format "
+                                   "parquet to read every .parquet file under the folder as one table")
+        if name.endswith(".parquet"):
             return "parquet"
         if name.endswith(".tsv") or self.column is not None or self.id_column is not None or self.header:
             return "tsv"  # a column of a text file: tab-separated (BUCC's files have no .tsv suffix)
@@ -86,8 +90,20 @@ def _lines(path: Path) -> list[str]:
         raise MiningInputError(f"{path}: not a readable UTF-8 text file ({exc})") from None
 
 
-def read_lines_input(path: Path) -> TextColumn:
+TAB_SHARE = 0.5  # a file read as plain lines whose sampled lines have a tab this often is taken to be a TSV
+
+
+def read_lines_input(path: Path, *, refuse_tabs: bool = False) -> TextColumn:
+    """One sentence per line. ``refuse_tabs`` (the format was guessed from the name): a file whose lines mostly hold
+    a tab is refused, since reading it as lines would keep its IDs and other columns in the text."""
     texts = _lines(path)
+    if refuse_tabs:
+        sample = [t for t in texts[:1000] if t.strip()]
+        tabbed = sum("\t" in t for t in sample)
+        if sample and tabbed >= TAB_SHARE * len(sample):
+            raise MiningInputError(f"{path}: looks tab-separated ({tabbed} of its first {len(sample)} lines hold a "
+                                   "tab); name the text column (0-based index, format tsv), or give format lines to "
+                                   "read each whole line as one sentence")
     return TextColumn([str(i) for i in range(1, len(texts) + 1)], texts, str(path))
 
 
@@ -106,6 +122,11 @@ def read_tsv_input(path: Path, column: str | int | None, id_column: str | int | 
                                    "index, or header: true with a name")
         return names.index(col)
 
+    if column is None:
+        width = max((len(line.split("\t")) for line in lines[first:first + 1000] if line), default=1)
+        if width > 1:
+            raise MiningInputError(f"{path}: {width} tab-separated columns and no text column named; expected a "
+                                   "column (0-based index, or a header name with header)")
     text_col = index(column, "column", 0)
     id_col = index(id_column, "id_column", None)
     need = max(text_col or 0, id_col if id_col is not None else 0) + 1
@@ -151,6 +172,8 @@ def read_parquet_input(path: Path, column: str | None, id_column: str | None, wh
 
     if not path.exists():
         raise MiningInputError(f"{path}: no such file or folder")
+    if path.is_dir() and not any(path.rglob("*.parquet")):
+        raise MiningInputError(f"{path}: a folder without .parquet files; expected a Parquet file or a folder of them")
     pattern = str(path / "**" / "*.parquet") if path.is_dir() else str(path)
     con = duckdb.connect(":memory:")
     try:
@@ -195,7 +218,7 @@ def read_input(spec: TextInput, data_root: Path | None = None) -> TextColumn:
         return read_tsv_input(spec.path, spec.column, spec.id_column, spec.header)
     if spec.column is not None or spec.id_column is not None:
         raise MiningInputError(f"{spec.path}: a plain line file has no columns; name a .tsv file or give format tsv")
-    return read_lines_input(spec.path)
+    return read_lines_input(spec.path, refuse_tabs=spec.format is None)
 
 
 def _name(col: str | int | None) -> str | None:

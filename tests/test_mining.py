@@ -296,6 +296,9 @@ def test_cli_bad_input_is_a_clear_error_and_writes_nothing(tmp_path: Path, minil
     src.write_text("\n".join(EN) + "\n", encoding="utf-8")
     empty.write_text("", encoding="utf-8")
     blank.write_text("\n \n\t\n", encoding="utf-8")
+    tsv_like, tsv = tmp_path / "zh-en.sample.zh", tmp_path / "t.tsv"  # BUCC's ID<TAB>sentence files have no .tsv
+    tsv_like.write_text("".join(f"zh-{i:08d}\t{t}\n" for i, t in enumerate(EN[:3])), encoding="utf-8")
+    tsv.write_text(tsv_like.read_text(encoding="utf-8"), encoding="utf-8")
     out = tmp_path / "out.parquet"
     cases = [
         ([str(src), str(empty)], "no sentences to mine (the input is empty)"),
@@ -303,6 +306,9 @@ def test_cli_bad_input_is_a_clear_error_and_writes_nothing(tmp_path: Path, minil
         ([str(src), str(src), "--threshold", "12"], "threshold: 12.0 is outside the ratio margin's range [0, 8]"),
         ([str(src), str(src), "--margin", "absolute", "--threshold", "-3"], "outside the absolute margin's range"),
         ([str(src), str(tmp_path / "nope.txt")], "nope.txt: no such file"),
+        ([str(src), str(tmp_path)], f"{tmp_path}: is a folder; expected a file"),
+        ([str(src), str(tsv_like)], "looks tab-separated (3 of its first 3 lines hold a tab)"),
+        ([str(src), str(tsv)], "2 tab-separated columns and no text column named"),
         ([str(src), str(src), "--index", "ivf", "--nprobe", "0"], "index nprobe: expected a positive integer"),
     ]
     for args, message in cases:
@@ -311,6 +317,15 @@ def test_cli_bad_input_is_a_clear_error_and_writes_nothing(tmp_path: Path, minil
         err = " ".join(capsys.readouterr().err.split())
         assert message in err, (args, err)
         assert not out.exists() and not any(p.name.startswith(".out") for p in tmp_path.iterdir())
+    # inputs are refused before the model is looked at, and a model that does not resolve before it loads
+    capsys.readouterr()
+    assert _mine([str(src), str(empty), "--model", str(tmp_path / "no-model"), "--out", str(out)]) == 2
+    assert "no sentences to mine" in capsys.readouterr().err
+    for model, says in ((str(tmp_path / "no-model"), "no such model folder"),
+                        ("someone/not-cached", "not a local model folder and not in the Hugging Face cache")):
+        assert _mine([str(src), str(src), "--model", model, "--out", str(out)]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"{model}: {says}" in err and "Traceback" not in err
     # embeddings saved by a 384-d model, then read with a 4-d one: the file and both dimensions are named
     emb = tmp_path / "e.npy"
     encode_to_file(EN, _fake_encode(4)[1], emb, model="other", dim=4)
@@ -330,7 +345,7 @@ def test_a_side_shared_by_two_mining_runs_is_encoded_once(tmp_path: Path) -> Non
         def __init__(self) -> None:
             self.encoded: list[str] = []
 
-        def encode(self, texts: list[str], settings: MineSettings) -> np.ndarray:
+        def encode(self, texts: list[str], settings: MineSettings, progress=None) -> np.ndarray:
             self.encoded += texts
             rng = [np.random.default_rng(abs(hash(t)) % 2**32) for t in texts]
             return np.stack([r.standard_normal(16) for r in rng]).astype(np.float32)
@@ -362,3 +377,24 @@ def test_shards_searched_by_an_executor_in_other_processes_give_the_same_neighbo
             # the workers read their slices of the memory-mapped files
             there = knn(tmp_path / "q.npy", tmp_path / "t.npy", 4, settings, executor=pool)
         assert (here[1] == there[1]).all() and np.array_equal(here[0], there[0])
+
+
+def test_progress_moves_per_block_of_queries_and_starts_when_each_phase_starts() -> None:
+    """The k-NN bars are created when their phase starts (so their rate counts real time) and move per block of
+    queries, not once per shard; few pairs above the threshold give a warning with the margin distribution."""
+    from models.mining.index import IndexSettings
+    from models.mining.mine import few_pairs_warning, mine_embeddings
+
+    x, y = _clustered(50, 16, 3), _clustered(40, 16, 4)
+    calls: list[tuple[str, int, int]] = []
+    rows = mine_embeddings(x, y, MineSettings(threshold=1.0, index=IndexSettings(query_chunk=10)),
+                           progress=lambda phase, done, total: calls.append((phase, done, total)))
+    forward = [(d, t) for p, d, t in calls if p == "k-NN source → target"]
+    backward = [(d, t) for p, d, t in calls if p == "k-NN target → source"]
+    assert forward == [(0, 50), (10, 50), (20, 50), (30, 50), (40, 50), (50, 50)]
+    assert backward == [(0, 40), (10, 40), (20, 40), (30, 40), (40, 40)]
+    assert rows.candidates is not None and len(rows.candidates) >= len(rows)
+    warning = few_pairs_warning(0, 40, 9.0, rows.candidates)
+    assert warning is not None and "only 0 of 40 sentences (0.00%) passed the margin threshold 9" in warning
+    assert "median" in warning and "choose --threshold" in warning
+    assert few_pairs_warning(40, 40, 1.0, rows.candidates) is None  # every sentence paired: no warning

@@ -104,9 +104,11 @@ def _pid_alive(pid: int) -> bool:
 
 
 class ArtifactStore:
-    def __init__(self, root: DataRoot) -> None:
+    def __init__(self, root: DataRoot, *, create: bool = True) -> None:
+        """``create=False`` (``polysent plan``): only look up, and leave a data root that does not exist absent."""
         self.root = root
-        root.ensure()
+        if create:
+            root.ensure()
 
     # -- lookup -----------------------------------------------------------------------------------------------
     def lookup(self, stage: str, key: str) -> tuple[ArtifactRef | None, str | None]:

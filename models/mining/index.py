@@ -183,10 +183,11 @@ def _sorted_rows(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.take_along_axis(scores, order, 1), np.take_along_axis(ids, order, 1)
 
 
-def search_shard(queries: ArrayRef, targets: ArrayRef, lo: int, hi: int, k: int,
-                 settings: IndexSettings) -> tuple[np.ndarray, np.ndarray]:
+def search_shard(queries: ArrayRef, targets: ArrayRef, lo: int, hi: int, k: int, settings: IndexSettings,
+                 progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Top-k of every query row among target rows ``lo:hi`` (global indices): (scores float32 [nq, k'], indices
-    int64 [nq, k'], k' = min(k, hi − lo)). Takes paths so that a worker process reads its slice of shared files."""
+    int64 [nq, k'], k' = min(k, hi − lo)). Takes paths so that a worker process reads its slice of shared files;
+    ``progress(rows)`` after each block of queries (here, not in a worker)."""
     q_rows, t_rows = load_rows(queries), load_rows(targets)
     index = build_index(t_rows[lo:hi], settings)
     kk = min(k, hi - lo)
@@ -200,6 +201,8 @@ def search_shard(queries: ArrayRef, targets: ArrayRef, lo: int, hi: int, k: int,
         s, i = index.search(normalised(q_rows[qlo:qhi]), kk)
         i = np.where(i >= 0, i + lo, -1)
         scores[qlo:qhi], ids[qlo:qhi] = _sorted_rows(s, i)
+        if progress is not None:
+            progress(qhi - qlo)
     return scores, ids
 
 
@@ -220,7 +223,8 @@ def knn(queries: ArrayRef, targets: ArrayRef, k: int, settings: IndexSettings = 
     """Cosine top-k of every query among the targets: (scores float32 [nq, k'], indices int64 [nq, k']),
     k' = min(k, number of targets). ``executor``: anything with ``submit(fn, *args)`` returning a future (a Dask
     ``Client``, a ``ProcessPoolExecutor``) searches the shards in parallel — pass paths then, not arrays; without one
-    the shards run here in turn. ``progress(rows)`` is called with the query rows done per shard."""
+    the shards run here in turn. ``progress(rows)`` is called with the query rows done: per block of queries when
+    the shards run here, per shard on an executor."""
     if not isinstance(k, int | np.integer) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     q_rows, t_rows = load_rows(queries), load_rows(targets)
@@ -231,14 +235,14 @@ def knn(queries: ArrayRef, targets: ArrayRef, k: int, settings: IndexSettings = 
     kk = min(int(k), len(t_rows))
     shards = list(blocks(len(t_rows), settings.shard_rows))
     if executor is None:
-        results = (search_shard(queries, targets, lo, hi, kk, settings) for lo, hi in shards)
+        results = (search_shard(queries, targets, lo, hi, kk, settings, progress) for lo, hi in shards)
     else:
         futures = [executor.submit(search_shard, queries, targets, lo, hi, kk, settings) for lo, hi in shards]
         results = (f.result() for f in futures)
     merged = None
     for shard in results:  # in shard order, so the merge is stable by index
         merged = merge_topk(merged, shard, kk)
-        if progress is not None:
+        if progress is not None and executor is not None:
             progress(len(q_rows))
     assert merged is not None
     return merged

@@ -132,6 +132,7 @@ class MinedRows:
     margin: np.ndarray  # float64
     cosine: np.ndarray  # float32
     recall: float | None = None  # sampled recall@k of an approximate index (None: exact)
+    candidates: np.ndarray | None = None  # float64: the margin of every selected candidate, before the threshold
 
     def __len__(self) -> int:
         return len(self.src_row)
@@ -169,6 +170,7 @@ def mine_embeddings(x: np.ndarray | str | Path, y: np.ndarray | str | Path, sett
         if progress is None:
             return None
         done = [0]
+        progress(phase, 0, total)  # the phase starts now: its bar's rate counts from here
 
         def step(n: int) -> None:
             done[0] += n
@@ -195,7 +197,8 @@ def mine_embeddings(x: np.ndarray | str | Path, y: np.ndarray | str | Path, sett
     src_row = np.fromiter((i for _, i, _ in kept), dtype=np.int64, count=len(kept))
     tgt_row = np.fromiter((j for _, _, j in kept), dtype=np.int64, count=len(kept))
     margin = np.fromiter((s for s, _, _ in kept), dtype=np.float64, count=len(kept))
-    return MinedRows(src_row, tgt_row, margin, pair_cosines(xs, ys, src_row, tgt_row), recall)
+    candidates = np.fromiter((s for s, _, _ in picked), dtype=np.float64, count=len(picked))
+    return MinedRows(src_row, tgt_row, margin, pair_cosines(xs, ys, src_row, tgt_row), recall, candidates)
 
 
 @dataclass(frozen=True)
@@ -285,14 +288,40 @@ class Encoder:
         self.name = f"{path.name}@{folder_hash(path)[:16]}" if path.exists() else f"hub:{model}"
         self.dim = int(self.model.dim)
 
-    def encode(self, texts: list[str], settings: MineSettings) -> np.ndarray:
-        return self.model.encode(texts, settings.batch_size, normalize=False, batch_tokens=settings.batch_tokens)
+    def encode(self, texts: list[str], settings: MineSettings,
+               progress: Callable[[int], None] | None = None) -> np.ndarray:
+        return self.model.encode(texts, settings.batch_size, normalize=False, batch_tokens=settings.batch_tokens,
+                                 progress=progress)
 
 
 def _bar(desc: str, total: int, enabled: bool) -> Any:
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="sent", mininterval=2.0, disable=not enabled)
+    return tqdm(total=total, desc=desc, unit="sent", mininterval=0.5, disable=not enabled)
+
+
+FEW_PAIRS = 0.01  # below this share of the smaller side's sentences passing the threshold, mining warns
+
+
+def margin_summary(candidates: np.ndarray) -> dict[str, float]:
+    """Quantiles of the candidates' margins (what a threshold is chosen from)."""
+    if len(candidates) == 0:
+        return {}
+    qs = np.quantile(candidates, [0.5, 0.9, 0.99, 1.0])
+    return {"median": float(qs[0]), "p90": float(qs[1]), "p99": float(qs[2]), "max": float(qs[3])}
+
+
+def few_pairs_warning(pairs: int, smaller_side: int, threshold: float, candidates: np.ndarray | None) -> str | None:
+    """A warning when fewer than ``FEW_PAIRS`` of the smaller side's sentences passed ``threshold``: the margin
+    distribution of the candidates, so that a threshold suited to this model can be chosen (margins are per model:
+    1.06 is CCMatrix's for LASER)."""
+    if smaller_side == 0 or pairs >= FEW_PAIRS * smaller_side or candidates is None or len(candidates) == 0:
+        return None
+    q = margin_summary(candidates)
+    return (f"only {pairs:,} of {smaller_side:,} sentences ({pairs / smaller_side:.2%}) passed the margin threshold "
+            f"{threshold:g}; the {len(candidates):,} candidates' margins: median {q['median']:.4f}, 90th percentile "
+            f"{q['p90']:.4f}, 99th {q['p99']:.4f}, max {q['max']:.4f}. Margins depend on the model: choose "
+            f"--threshold from this distribution (or from pairs you know to be translations)")
 
 
 def mine_corpora(src: Side, tgt: Side, encoder: Encoder, settings: MineSettings, out: Path, *, workdir: Path,
@@ -320,8 +349,10 @@ def mine_corpora(src: Side, tgt: Side, encoder: Encoder, settings: MineSettings,
         else:
             path = shared_path(workdir, encoder.name, side.texts) if shared else Path(workdir) / f"{name}.npy"
         bar = _bar(f"encode {name}", len(side.texts), progress)
-        encode_to_file(side.texts, lambda batch: encoder.encode(batch, settings), path, model=encoder.name,
-                       dim=encoder.dim, chunk_rows=settings.chunk_rows, progress=bar.update)
+        # the bar moves per encoded batch; a reused embedding file completes it at once
+        encode_to_file(side.texts, lambda batch, bar=bar: encoder.encode(batch, settings, progress=bar.update), path,
+                       model=encoder.name, dim=encoder.dim, chunk_rows=settings.chunk_rows)
+        bar.update(len(side.texts) - bar.n)
         bar.close()
         paths[name] = path
         seconds[f"encode_{name}"] = time.perf_counter() - t1
@@ -341,10 +372,15 @@ def mine_corpora(src: Side, tgt: Side, encoder: Encoder, settings: MineSettings,
     t1 = time.perf_counter()
     write_pairs(out, usrc, utgt, rows, metadata, constants)
     seconds["write"] = time.perf_counter() - t1
+    warning = few_pairs_warning(len(rows), min(len(usrc.texts), len(utgt.texts)), settings.cutoff(), rows.candidates)
+    if warning:
+        log.warning("%s", warning)
     stats = {"src_lines": usrc.lines, "src_blank": usrc.blank, "src_unique": len(usrc.texts),
              "tgt_lines": utgt.lines, "tgt_blank": utgt.blank, "tgt_unique": len(utgt.texts), "pairs": len(rows),
              "threshold": settings.cutoff(), "model": encoder.name, "dim": encoder.dim, "index": settings.index.kind,
              "sampled_recall": rows.recall,
+             "candidate_margins": margin_summary(rows.candidates) if rows.candidates is not None else {},
+             "warning": warning,
              "seconds": {k: round(v, 3) for k, v in seconds.items()}}
     log.info("mined %d pairs into %s (%.1f s)", len(rows), out, time.perf_counter() - t0)
     return stats
