@@ -22,7 +22,8 @@ def _validate(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 
 @pytest.mark.parametrize(("content", "says"), [
     (b"\x89PNG\r\n\x1a\n\x00\x00", "not a UTF-8 text file (byte 0); expected a YAML config file"),
-    (b"", "is empty; expected a mapping of settings at the top level"),
+    (b"", "is empty; expected a mapping of settings at the top level (name, data_root, sources, corpora, training, "
+           "evaluation …)"),
     (b"- a\n- b\n", "expected a mapping of settings at the top level, got list"),
 ])
 def test_validate_refuses_a_file_that_is_no_config_in_one_line(tmp_path: Path, content: bytes, says: str,
