@@ -300,3 +300,37 @@ def test_torch_distributed_imports_after_the_objectives_took_torch_lazily() -> N
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[1.0, 0.0] True"
+
+
+def test_torch_is_never_seen_half_initialised_by_a_second_thread() -> None:
+    """Two nodes starting together (a training node importing ``models.train`` → ``torch.distributed``, an evaluation
+    node computing through the objectives' lazily taken torch): with a LazyLoader placeholder in ``sys.modules`` one
+    thread saw the other's half-initialised torch (``module 'torch' has no attribute 'SymInt'``). Each round is a
+    fresh process, so torch's import is what the two threads race on."""
+    code = ("import threading\n"
+            "from models.lazy_torch import torch, torch_loaded\n"
+            "import models.objectives.mpcl\n"
+            "assert not torch_loaded()\n"
+            "gate, errors = threading.Barrier(2), []\n"
+            "def train_node():\n"
+            "    gate.wait()\n"
+            "    try:\n"
+            "        import torch.distributed  # noqa: F401  (what models.distributed imports)\n"
+            "        import models.train  # noqa: F401\n"
+            "    except BaseException as exc:\n"
+            "        errors.append(repr(exc))\n"
+            "def eval_node():\n"
+            "    gate.wait()\n"
+            "    try:\n"
+            "        x = torch.nn.functional.normalize(torch.ones(2, 3), dim=-1)\n"
+            "        assert torch.SymInt is not None and x.shape == (2, 3)\n"
+            "    except BaseException as exc:\n"
+            "        errors.append(repr(exc))\n"
+            "threads = [threading.Thread(target=f) for f in (train_node, eval_node)]\n"
+            "[t.start() for t in threads]\n"
+            "[t.join() for t in threads]\n"
+            "print(errors)\n")
+    for _ in range(4):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.strip() == "[]"
