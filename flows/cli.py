@@ -157,8 +157,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_prefect(args: argparse.Namespace, cfg, force: bool) -> dict:
     """The pipeline as a Prefect flow run (``flows.pipeline.polysent_pipeline``); its JSON-able summary."""
+    import contextlib
+
     from flows.prefect_db import quarantine_corrupt_database
-    from flows.prefect_server import prefect_api
+    from flows.prefect_server import ServerStartError, prefect_api
 
     quarantine_corrupt_database()  # a damaged Prefect database would otherwise time out every run
     from flows.pipeline import polysent_pipeline
@@ -167,7 +169,20 @@ def _run_prefect(args: argparse.Namespace, cfg, force: bool) -> dict:
     if args.dask is not None:  # --dask [ADDRESS] overrides the config's execution section
         execution = {"runner": "dask", "workers": cfg.execution.workers,
                      "address": None if args.dask == "local" else args.dask}
-    with prefect_api():  # no PREFECT_API_URL: Prefect's API server, started to die with this run (kill -9 included)
+    with contextlib.ExitStack() as stack:
+        try:  # no PREFECT_API_URL: Prefect's API server, started to die with this run (kill -9 included)
+            stack.enter_context(prefect_api())
+        except ServerStartError as exc:
+            if execution is not None:  # a Dask cluster needs the orchestrator: no in-process equivalent
+                raise
+            from flows.nodes import execute_local
+            from flows.run import run_pipeline, summary_dict
+
+            logging.getLogger("polysent").warning(
+                "%s\nrunning the same DAG in-process without Prefect instead (as --executor local): the same nodes, "
+                "cache and warehouse; the run is in the warehouse's runs table, not in Prefect's UI",
+                str(exc).splitlines()[0])
+            return summary_dict(run_pipeline(cfg, Path(args.config), execute_local, force=force))
         return polysent_pipeline(str(args.config), str(cfg.data_root), force, execution)
 
 

@@ -21,8 +21,11 @@ Prefect has no supported way to change how it starts that process, so :func:`pre
   *thread* that started the server exits, so start it from a thread that outlives the run (``polysent run``: the
   main thread);
 - start-up waits for ``/api/health`` for ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (the Makefile and the
-  CLI set 90 s: a busy 2-core machine meets it); a timeout or an early exit raises a RuntimeError naming the port
-  and the tail of the server's stderr (which is otherwise passed through to ours, as Prefect's server writes there);
+  CLI set 90 s) stretched by the machine's load: × max(1, 1-minute load average ÷ cores), re-read while it waits,
+  at most ``MAX_STARTUP_WAIT`` s — a server that is only slow because the machine is busy is waited for (and the
+  log says so every 30 s); a timeout or an early exit raises :class:`ServerStartError` naming the port and the tail
+  of the server's stderr (which is otherwise passed through to ours, as Prefect's server writes there), on which
+  ``polysent run`` runs the same DAG in-process without Prefect and says so (``flows/cli.py``);
 - Prefect is pointed at it with its public settings API (``prefect.settings.temporary_settings`` with
   ``PREFECT_API_URL``, which Prefect also hands to Dask workers with the rest of its settings context) and the
   ``PREFECT_API_URL`` environment variable for child processes, both for the duration of the ``with`` block;
@@ -43,6 +46,7 @@ import atexit
 import collections
 import contextlib
 import functools
+import logging
 import os
 import signal
 import socket
@@ -61,6 +65,9 @@ from pipelines.worker_lifetime import arm_parent_death_signal
 APP = "flows.prefect_server:ephemeral_app"  # the uvicorn factory the server process runs (its command line names it)
 APP_DIR = Path(__file__).resolve().parents[1]  # where ``flows`` is importable from, whatever the working directory
 DEFAULT_STARTUP_TIMEOUT = 90.0
+MAX_STARTUP_WAIT = 900.0  # seconds: the longest a start-up is waited for, however busy the machine
+_PROGRESS_EVERY = 30.0  # seconds between "still starting" log lines
+log = logging.getLogger("polysent")
 UVICORN_STARTUP_FAILURE = 3  # uvicorn's exit code when it cannot start (a port taken meanwhile among the causes)
 _STDERR_LINES = 25  # the tail of the server's stderr a start-up error quotes
 
@@ -109,6 +116,14 @@ def _port_taken(port: int) -> bool:
     return False
 
 
+def load_factor() -> float:
+    """How many times over the machine's cores are busy (1-minute load average ÷ cores; 1 where unknown)."""
+    try:
+        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    except OSError:  # pragma: no cover - no load average on this platform
+        return 1.0
+
+
 def startup_timeout() -> float:
     """``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` as Prefect reads it (environment or profile)."""
     from prefect.settings import get_current_settings
@@ -149,7 +164,7 @@ class ApiServer:
                 server._wait_healthy(deadline, timeout)
             except _PortTaken:  # another process bound the port between free_port() and uvicorn's bind
                 if attempt + 1 == attempts:
-                    raise RuntimeError(server._failure(f"port {server.port} was taken {attempts} times")) from None
+                    raise ServerStartError(server._failure(f"port {server.port} was taken {attempts} times")) from None
                 continue
             except BaseException:
                 server.stop()
@@ -173,18 +188,33 @@ class ApiServer:
         return cls(port, proc)
 
     def _wait_healthy(self, deadline: float, timeout: float) -> None:
+        """Until the server answers. ``deadline`` is the quiet machine's (``timeout`` after the first launch); it is
+        stretched by the load factor while waiting, up to ``MAX_STARTUP_WAIT``."""
         url = f"{self.api_url}/health"
+        began = deadline - timeout
+        next_note = time.monotonic() + _PROGRESS_EVERY
         while True:
             code = self.proc.poll()
             if code is not None:
                 if code == UVICORN_STARTUP_FAILURE and _port_taken(self.port):
                     raise _PortTaken
-                raise RuntimeError(self._failure(f"the server exited with code {code} before it answered"))
+                raise ServerStartError(self._failure(f"the server exited with code {code} before it answered"))
             if api_healthy(self.api_url):
+                waited = time.monotonic() - began
+                if waited > timeout:
+                    log.info("Prefect's API server answered after %.0f s (the machine is busy: load %.1f× its cores)",
+                             waited, load_factor())
                 return
-            if time.monotonic() > deadline:
-                raise RuntimeError(self._failure(
-                    f"no answer from {url} within {timeout:g} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)"))
+            now = time.monotonic()
+            allowed = min(MAX_STARTUP_WAIT, timeout * load_factor())
+            if now - began > allowed:
+                raise ServerStartError(self._failure(
+                    f"no answer from {url} within {allowed:.0f} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS "
+                    f"{timeout:g} s × the load factor {load_factor():.1f}, at most {MAX_STARTUP_WAIT:.0f} s)"))
+            if now > next_note:
+                log.info("Prefect's API server is still starting (%.0f s; load %.1f× the %d cores; waiting up to "
+                         "%.0f s)", now - began, load_factor(), os.cpu_count() or 1, allowed)
+                next_note = now + _PROGRESS_EVERY
             time.sleep(0.1)
 
     def _failure(self, what: str) -> str:
@@ -207,6 +237,10 @@ class ApiServer:
 
 class _PortTaken(Exception):
     pass
+
+
+class ServerStartError(RuntimeError):
+    """Prefect's API server did not answer: it exited, or the (load-stretched) start-up time passed."""
 
 
 def _pass_through(stream: IO[bytes], tail: collections.deque[str]) -> None:

@@ -154,3 +154,45 @@ def test_a_configured_api_url_starts_nothing() -> None:
         assert url is None  # the user's server: left alone
         assert get_current_settings().api.url == "http://127.0.0.1:9/api"
         assert os.environ.get("PREFECT_API_URL") == before
+
+
+def test_the_start_up_wait_is_stretched_by_the_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a machine busy many times over its cores the server is waited for (0.2 s × the load factor), not failed at
+    the quiet machine's timeout."""
+    from prefect.settings import temporary_settings
+
+    import flows.prefect_server as ps
+
+    monkeypatch.setattr(ps, "load_factor", lambda: 10_000.0)  # capped at MAX_STARTUP_WAIT
+    with temporary_settings(updates={"home": tmp_path}):
+        server = ps.ApiServer.start(timeout=0.2)
+    try:
+        assert ps.api_healthy(server.api_url)
+    finally:
+        server.stop()
+
+
+def test_a_run_whose_prefect_server_does_not_start_runs_in_process_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import flows.prefect_server as ps
+    from flows.cli import main
+
+    xnli = Path(__file__).resolve().parents[2] / "shared" / "data" / "xnli"
+    if not xnli.is_dir():
+        pytest.skip(f"needs the shared XNLI files ({xnli})")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"name: t\ndata_root: {tmp_path / 'data'}\nsources:\n  xnli:\n    dir: {xnli}\n"
+                      "corpora:\n  xnli_groups:\n    languages: [en, de]\n    splits: [dev]\n", encoding="utf-8")
+
+    def no_server(*_a, **_k):
+        raise ps.ServerStartError("Prefect's API server on 127.0.0.1:1 (pid 1) did not start: no answer from "
+                                  "http://127.0.0.1:1/api/health within 360 s\nIts stderr ends:\n(nothing)")
+
+    monkeypatch.setattr(ps.ApiServer, "start", no_server)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    assert main(["run", str(config), "--always-flow"]) == 0
+    out = capsys.readouterr()
+    flat = " ".join((out.out + out.err).split())
+    assert "did not start: no answer from http://127.0.0.1:1/api/health within 360 s" in flat
+    assert "running the same DAG in-process without Prefect instead (as --executor local)" in flat
+    assert "xnli_groups" in flat and (tmp_path / "data" / "warehouse.duckdb").exists()
