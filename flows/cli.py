@@ -148,8 +148,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             always_flow = args.always_flow or os.environ.get("POLYSENT_ALWAYS_FLOW", "").lower() in ("1", "true", "yes")
             unchanged = None if force or always_flow else run_if_unchanged(cfg, Path(args.config), nodes)
             summary = summary_dict(unchanged) if unchanged is not None else _run_prefect(args, cfg, force)
-    except Exception as exc:  # a node failed: Prefect has logged the traceback
-        log.error("pipeline failed: %s: %s", type(exc).__name__, exc)
+    except Exception as exc:  # a node failed (its error is logged once, by the node's build) or the run could not go on
+        node = getattr(exc, "polysent_reported", None)
+        if node:
+            log.error("pipeline failed at node %s (its error is above; -v adds the traceback)", node)
+        else:
+            log.error("pipeline failed: %s: %s", type(exc).__name__, exc)
+        log.debug("the run's traceback", exc_info=True)
         return 1
     _print_summary(summary)
     return 0

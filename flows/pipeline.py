@@ -173,11 +173,33 @@ def _final(summary: dict) -> dict | State:
     return Completed(name=CACHED, data=summary, message=f"all {len(summary['nodes'])} nodes were verified cache hits")
 
 
+class _FailureReportedOnce(logging.Filter):
+    """Drops Prefect's console copies of a failed node — the task run's and each flow run's error with its traceback
+    (three tracebacks of one error) — since the node's own log line names the node and its error once
+    (``warehouse.artifacts``). Prefect's API still records them for its UI; ``-v`` keeps them on the console too."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and record.name.startswith(("prefect.task_runs",
+                                                                                "prefect.flow_runs")))
+
+
+def report_failures_once() -> None:
+    """Install ``_FailureReportedOnce`` on Prefect's console handler (the root logger's, set up by Prefect when a flow
+    runs); idempotent; nothing with ``-v``."""
+    if logging.getLogger("polysent").isEnabledFor(logging.DEBUG):
+        return
+    for handler in logging.getLogger().handlers:
+        if type(handler).__name__ == "PrefectConsoleHandler" and \
+                not any(isinstance(f, _FailureReportedOnce) for f in handler.filters):
+            handler.addFilter(_FailureReportedOnce())
+
+
 # -- the flows ----------------------------------------------------------------------------------------------------
 @flow(name="polysent-nodes", persist_result=False, flow_run_name=nodes_run_name)
 def build_nodes(config_path: str, data_root: str | None = None, force: bool = False,
                 execution: dict | None = None) -> dict | State:
     """The DAG's nodes as tasks, on the task runner the caller set from ``execution`` (``with_options``)."""
+    report_failures_once()
     cfg = _config(config_path, data_root, execution)
     return _final(summary_dict(run_pipeline(cfg, Path(config_path), prefect_executor, force=force)))
 
@@ -191,6 +213,7 @@ def polysent_pipeline(config_path: str, data_root: str | None = None, force: boo
     here, e.g. by ``polysent run --dask``, overrides it), so a served or deployed pipeline scales out as configured.
     The run's report headline and paths are published as Prefect artifacts of this flow run.
     """
+    report_failures_once()
     cfg = _config(config_path, data_root, execution)
     runner = task_runner(cfg.execution)
     summary = build_nodes.with_options(task_runner=runner)(config_path, data_root, force, execution)

