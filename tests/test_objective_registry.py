@@ -302,15 +302,21 @@ def test_torch_distributed_imports_after_the_objectives_took_torch_lazily() -> N
     assert proc.stdout.strip() == "[1.0, 0.0] True"
 
 
-def test_torch_is_never_seen_half_initialised_by_a_second_thread() -> None:
-    """Two nodes starting together (a training node importing ``models.train`` → ``torch.distributed``, an evaluation
-    node computing through the objectives' lazily taken torch): with a LazyLoader placeholder in ``sys.modules`` one
-    thread saw the other's half-initialised torch (``module 'torch' has no attribute 'SymInt'``). Each round is a
-    fresh process, so torch's import is what the two threads race on."""
-    code = ("import threading\n"
+def test_nodes_starting_together_find_torch_imported_before_their_threads() -> None:
+    """Two nodes starting together (a training node importing ``torch.distributed``, an evaluation node computing
+    through the objectives' lazily taken torch): torch is imported before their threads start
+    (``flows.pipeline.import_torch_before_node_threads``), so neither sees it half-initialised. Without that, two
+    threads importing torch at once abort the process (``models.lazy_torch.import_torch_now``), and with the former
+    LazyLoader placeholder one thread saw "module 'torch' has no attribute 'SymInt'". Each round is a fresh
+    process."""
+    code = ("import sys, threading\n"
+            "from flows.config import load_config\n"
+            "from flows.pipeline import import_torch_before_node_threads\n"
             "from models.lazy_torch import torch, torch_loaded\n"
             "import models.objectives.mpcl\n"
             "assert not torch_loaded()\n"
+            "import_torch_before_node_threads(load_config(sys.argv[1]))\n"
+            "assert 'torch.distributed' in sys.modules\n"
             "gate, errors = threading.Barrier(2), []\n"
             "def train_node():\n"
             "    gate.wait()\n"
@@ -322,7 +328,8 @@ def test_torch_is_never_seen_half_initialised_by_a_second_thread() -> None:
             "def eval_node():\n"
             "    gate.wait()\n"
             "    try:\n"
-            "        x = torch.nn.functional.normalize(torch.ones(2, 3), dim=-1)\n"
+            "        import torch as plain\n"
+            "        x = torch.nn.functional.normalize(plain.ones(2, 3), dim=-1)\n"
             "        assert torch.SymInt is not None and x.shape == (2, 3)\n"
             "    except BaseException as exc:\n"
             "        errors.append(repr(exc))\n"
@@ -331,6 +338,7 @@ def test_torch_is_never_seen_half_initialised_by_a_second_thread() -> None:
             "[t.join() for t in threads]\n"
             "print(errors)\n")
     for _ in range(4):
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+        proc = subprocess.run([sys.executable, "-c", code, str(REPO / "configs" / "default.yaml")],
+                              capture_output=True, text=True, cwd=REPO, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert proc.stdout.strip() == "[]"
