@@ -367,6 +367,26 @@ def documented_paths(reference: Reference) -> set[str]:
     return out
 
 
+def undocumented(raw: Any, documented: set[str], prefix: str = "") -> list[str]:
+    """Key paths of ``raw`` (a config, or part of one, as YAML data) that the page does not document. A mapping whose
+    keys the user names (``training.<name>``) is followed through ``<name>``; a free-form mapping (``dumps: {en: …}``)
+    ends at its key; list items are ``[]``."""
+    out: list[str] = []
+    if isinstance(raw, list):
+        for item in raw:
+            out += undocumented(item, documented, f"{prefix}[]")
+    elif isinstance(raw, dict):
+        for key, value in raw.items():
+            path, named = (f"{prefix}.{key}" if prefix else str(key)), f"{prefix}.<name>"
+            if path in documented:
+                out += undocumented(value, documented, path)
+            elif any(p.startswith(f"{named}.") for p in documented):
+                out += undocumented(value, documented, named)
+            elif prefix not in documented:
+                out.append(path)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m flows.config_reference", description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 when the page differs from what is generated")

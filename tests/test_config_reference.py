@@ -12,7 +12,7 @@ import yaml
 from conftest import REPO
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from flows.config_reference import PAGE, Reference, documented_paths, main, render
+from flows.config_reference import PAGE, Reference, documented_paths, main, render, undocumented
 from models.settings import Range
 
 
@@ -39,26 +39,6 @@ def _reference() -> Reference:
     return ref
 
 
-def _undocumented(value: Any, prefix: str, documented: set[str], out: list[str]) -> None:
-    """Key paths of a raw config that the page does not document. A mapping whose keys the user names
-    (``training.<name>``) is followed through ``<name>``; a free-form mapping (``dumps: {en: …}``) ends at its key."""
-    if isinstance(value, list):
-        for item in value:
-            _undocumented(item, f"{prefix}[]", documented, out)
-        return
-    if not isinstance(value, dict):
-        return
-    for key, sub in value.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        named = f"{prefix}.<name>"
-        if path in documented:
-            _undocumented(sub, path, documented, out)
-        elif any(p.startswith(f"{named}.") for p in documented):
-            _undocumented(sub, named, documented, out)
-        elif prefix not in documented:
-            out.append(path)
-
-
 def test_every_key_of_every_project_config_is_documented() -> None:
     documented = documented_paths(_reference())
     configs = sorted((REPO / "configs").rglob("*.yaml"))
@@ -66,9 +46,7 @@ def test_every_key_of_every_project_config_is_documented() -> None:
     missing: list[str] = []
     for config in configs:
         raw = yaml.safe_load(config.read_text(encoding="utf-8"))
-        found: list[str] = []
-        _undocumented(raw, "", documented, found)
-        missing += [f"{config.relative_to(REPO)}: {p}" for p in found]
+        missing += [f"{config.relative_to(REPO)}: {p}" for p in undocumented(raw, documented)]
     assert not missing, missing
     # the walk does reach deep keys: objectives of each kind, tagged sources, mining sides
     for path in ("training.<name>.objectives[].temperature", "training.<name>.encoder.pretrained",

@@ -1,16 +1,20 @@
 """The README's how-to configs (configs/howto/): each loads through the project's own loader, builds its DAG with every
 input file present (what ``polysent validate`` checks), and does what its how-to says — the bitext how-tos' corpus
 node is run on their files (a Moses pair of the sample, a 3-unit TMX and a 3-row Parquet fixture under
-tests/fixtures/howto/), the hub how-to's source reads rows shaped as the hub dataset's."""
+tests/fixtures/howto/), the hub how-to's source reads rows shaped as the hub dataset's. Every YAML block of the README
+is one of these files, or a part of one (whole lines), verbatim: a how-to cannot drift from the config that is
+tested."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
+import yaml
 from conftest import REPO
 
 from flows.config import PipelineConfig, load_config
@@ -19,8 +23,11 @@ from flows.run import missing_inputs
 from pipelines.bitext.sources import HubSource, MinedSource, MosesSource, ParquetSource, TmxSource
 
 HOWTO = REPO / "configs" / "howto"
+README = REPO / "README.md"
 CONFIGS = ("bitext-moses.yaml", "bitext-tmx.yaml", "bitext-parquet.yaml", "bitext-hub.yaml", "own-wikipedia.yaml",
            "mine-wikipedia.yaml", "gpu.yaml")
+# a YAML block is announced by a link to its file: "[`F`](F):" shows all of F, "[`F`](F), <which part>:" a part
+MARKER = re.compile(r"^\[`(configs/howto/[\w.-]+\.yaml)`\]\(\1\)(:|, [^\n]*:)\n```yaml\n(.*?)```", re.S | re.M)
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +154,33 @@ def test_gpu_howto_asks_for_the_gpu_only_through_auto(loaded: dict) -> None:
     (objective,) = run.objectives
     assert run.grad_cache is not None and objective.batch_size % run.grad_cache == 0
 
+
+def test_every_yaml_block_of_the_readme_is_a_howto_config_or_part_of_one() -> None:
+    text = README.read_text(encoding="utf-8")
+    blocks = text.count("```yaml\n")
+    quoted = [(path, kind, block) for path, kind, block in MARKER.findall(text)]
+    assert blocks and len(quoted) == blocks, "a ```yaml block not announced by a link to its configs/howto file"
+    whole = set()
+    for path, kind, block in quoted:
+        source = (REPO / path).read_text(encoding="utf-8")
+        if kind == ":":
+            assert block == source, f"README's copy of {path} differs from the file"
+            whole.add(Path(path).name)
+        else:
+            assert block in source, f"README's part of {path} is not in the file"
+    assert "bitext-moses.yaml" in whole  # one how-to config complete in the README, the others in part
+    assert {Path(p).name for p, _, _ in quoted} == set(CONFIGS)  # every how-to config is shown
+    for path, _, block in quoted:  # a part is whole lines, and shows its sources when it starts at the top
+        assert block.endswith("\n") and f"\n{block}" in "\n" + (REPO / path).read_text(encoding="utf-8")
+
+
+def test_the_other_bitext_howtos_differ_from_the_moses_one_only_in_their_source() -> None:
+    """The README shows the Moses file whole and the others up to their ``sources.bitext``: the rest is the same."""
+
+    def rest(name: str) -> dict:
+        raw = yaml.safe_load((HOWTO / name).read_text(encoding="utf-8"))
+        del raw["name"], raw["data_root"], raw["sources"]["bitext"]
+        return raw
+
+    for name in ("bitext-tmx.yaml", "bitext-parquet.yaml", "bitext-hub.yaml"):
+        assert rest(name) == rest("bitext-moses.yaml"), name
