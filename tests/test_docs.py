@@ -76,3 +76,19 @@ def test_every_yaml_block_of_the_docs_uses_documented_keys() -> None:
         assert isinstance(raw, dict), f"{page.name}: a YAML block that is not a config mapping"
         problems += [f"{page.name}: {p}" for p in undocumented(raw, documented)]
     assert not problems, problems
+
+
+def test_the_readme_states_the_exit_codes_of_flows_exit_codes() -> None:
+    from flows.exit_codes import TABLE
+
+    codes: dict[str, str] = {}
+    for line in TABLE.splitlines()[1:]:
+        code, _, text = line.strip().partition("  ")
+        if code.isdigit():
+            codes[code] = text.strip()
+        else:  # a continuation line of the code before
+            codes[list(codes)[-1]] += " " + line.strip()
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert list(codes) == ["0", "1", "2"]
+    for code, text in codes.items():
+        assert f"**{code}** {text}" in readme, code
