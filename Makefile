@@ -17,7 +17,7 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-mining bench-eval \
         bench-eval-ceiling bench-me5 bench-vmsst-speed experiment-status experiment-run experiment-tables experiment-kits gpu-carry gpu-drain gpu-merge bench-train-overhead bench-train-gpu lint clean \
-        setup
+        setup docs
 
 setup: $(STAMP)
 
@@ -66,6 +66,10 @@ test-schedule: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+# docs/configuration.md from the settings classes (tests/test_config_reference.py fails when it is stale)
+docs: $(STAMP)
+	$(BIN)/python -m flows.config_reference
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.noop_rerun

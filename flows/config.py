@@ -60,14 +60,22 @@ class WikipediaSource(_Strict):
 
 
 class Sources(_Strict):
-    wikipedia: WikipediaSource | None = None
-    xnli: XnliSource | None = None
-    bitext: list[BitextSource] = Field(default_factory=list)
+    """Where the inputs are: each source feeds the nodes that read it (a Wikipedia dump its shards, XNLI the
+    ``xnli_groups`` and ``nli_triples`` nodes, the bitext sources ``bitext_pairs``, the evaluation sets ``eval_sets``);
+    a node without its source is not built."""
+
+    wikipedia: WikipediaSource | None = Field(None, description="dumps for the EASE corpus (wiki_shard, entities, "
+                                                                "hard_negatives nodes)")
+    xnli: XnliSource | None = Field(None, description="XNLI for MPCL's groups and mSimCSE's triples")
+    bitext: list[BitextSource] = Field(default_factory=list, description="translation pairs for bitext_pairs, one "
+                                                                         "entry per file or dataset")
     nli: list[NliFileSource] = Field(default_factory=list, description="English NLI files for nli_triples")
-    eval: EvalSources = Field(default_factory=EvalSources)
+    eval: EvalSources = Field(default_factory=EvalSources, description="evaluation sets for eval_sets")
 
 
 class Corpora(_Strict):
+    """The settings of each corpus node, under the node's name; they enter that node's cache key."""
+
     wikidata: WikidataSettings = Field(default_factory=WikidataSettings)
     wiki: WikiSettings = Field(default_factory=WikiSettings)
     entities: EntitySettings = Field(default_factory=EntitySettings)
@@ -195,8 +203,12 @@ class ModelSection:
 
 
 class PipelineConfig(_Strict):
-    name: str
-    data_root: Path = Path("data")
+    """One pipeline: its inputs (``sources``), what each node builds from them, and where it all goes."""
+
+    name: str = Field(description="the pipeline's name: the runs table, the report's file names and the Prefect "
+                                  "flow runs, deployments and artifacts are named after it")
+    data_root: Path = Field(Path("data"), description="artifacts, caches, the catalog and the warehouse "
+                                                      "(`--data-root` overrides it)")
     sources: Sources
     corpora: Corpora = Field(default_factory=Corpora)
     tokenizer: Annotated[TokenizerSettings, ModelSection("tokenizer")] = Field(default_factory=TokenizerSettings)

@@ -27,7 +27,7 @@ from flows.config import ConfigError, load_config
 from models import objective_registry as registry
 from models.settings import Objective
 
-TOY_MODULE = '''"""A toy objective, the whole of it in one file as the README's "Adding an objective" says: pulls each
+TOY_MODULE = '''"""A toy objective, all of it in one file as docs/training.md ("Adding an objective") says: pulls each
 translation pair together, mean (1 − cos(a, b)) + margin · mean cos(a, next row's b)."""
 
 from __future__ import annotations
