@@ -477,14 +477,29 @@ class SentenceEncoder(nn.Module):
 
     # -- sentence-transformers folder format -------------------------------------------------------------------
     def save(self, path: Path) -> None:
+        """The folder ``SentenceTransformer(path)`` loads, which plain 🤗 ``AutoModel`` / ``AutoTokenizer`` (and
+        sentence-transformers' ONNX and OpenVINO backends) load too (``models.export_files``): the tokenizer's
+        ``model_max_length`` is the backbone's position count (``max_seq_length`` in ``sentence_bert_config.json``
+        stays the trained ``max_length``), a backbone trained without its pooler is saved with an identity pooler (so
+        no weight is missing and no loader argument is needed), and every file is world-readable."""
+        from models.export_files import positions, publishable, saved_with_pooler
+
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.backbone.save_pretrained(str(path), safe_serialization=True)
-        self.tokenizer.save_pretrained(str(path))
+        with saved_with_pooler(self.backbone) as pooler:
+            self.backbone.save_pretrained(str(path), safe_serialization=True)
+        limit = positions(self.backbone.config)
+        old_limit = self.tokenizer.model_max_length
+        if limit is not None:
+            self.tokenizer.model_max_length = limit
+        try:
+            self.tokenizer.save_pretrained(str(path))
+        finally:
+            self.tokenizer.model_max_length = old_limit
         write_module_configs(path, hidden=int(self.backbone.config.hidden_size), pooling=self.pooling,
                              max_length=self.max_length, post=self.post, prompts=self.prompts,
-                             default_prompt_name=self.default_prompt_name,
-                             pooler=getattr(self.backbone, "pooler", False) is not None)
+                             default_prompt_name=self.default_prompt_name, pooler=pooler)
+        publishable(path)
 
     @classmethod
     def load(cls, path: Path | str, device: str | torch.device = "cpu") -> SentenceEncoder:
@@ -576,9 +591,19 @@ def write_module_configs(path: Path, *, hidden: int, pooling: str, max_length: i
 
 
 def _backbone(path: Path) -> tuple[nn.Module, PreTrainedTokenizerBase]:
+    """The backbone without its pooler (sentence embeddings never read it): a checkpoint that has pooler weights
+    (a polysent export, all-MiniLM-L6-v2) is loaded whole and the pooler dropped, one without is loaded without one,
+    so 🤗's load report has nothing missing or unexpected to print."""
+    from models.export_files import has_pooler_weights
+
     config = AutoConfig.from_pretrained(str(path))
-    extra = {"add_pooling_layer": False} if config.model_type in ("bert", "roberta", "xlm-roberta") else {}
-    return AutoModel.from_pretrained(str(path), **extra), AutoTokenizer.from_pretrained(str(path))
+    poolable = config.model_type in ("bert", "roberta", "xlm-roberta")
+    saved_pooler = poolable and has_pooler_weights(path)
+    model = AutoModel.from_pretrained(str(path), **({"add_pooling_layer": False} if poolable and not saved_pooler
+                                                     else {}))
+    if saved_pooler:
+        model.pooler = None
+    return model, AutoTokenizer.from_pretrained(str(path))
 
 
 def _max_length(path: Path, tokenizer: PreTrainedTokenizerBase) -> int:

@@ -126,7 +126,10 @@ class TrainSettings:
     """One training run: one or more ``objectives`` (each fed by its own corpus, losses summed with their weights),
     AdamW with linear warm-up and decay, bf16 autocast on a GPU (``precision: auto``), gradient accumulation,
     GradCache (``grad_cache``: mini-batch size; equal gradients at any contrastive batch size), checkpoints every
-    ``checkpoint_every`` steps (``keep_checkpoints`` newest kept), dev evaluation with best-checkpoint selection."""
+    ``checkpoint_every`` steps (``keep_checkpoints`` newest kept), dev evaluation with best-checkpoint selection.
+    ``interpolate_start``: α of WiSE-FT (``models.interpolation``) — the exported model is (1 − α)·start + α·trained
+    (the best dev checkpoint), evaluated and published as the run's model; needs ``encoder.pretrained``.
+    ``None``: the trained weights as they are (α = 1 without the lineage file)."""
 
     objectives: tuple[Objective, ...] = field(default_factory=_default_objectives)
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
@@ -144,14 +147,27 @@ class TrainSettings:
     checkpoint_every: NonNegativeInt = 0
     keep_checkpoints: AtLeastOne = 2
     dev: DevSettings | None = None
+    interpolate_start: Annotated[float, Range(ge=0.0, le=1.0)] | None = None
 
     def tables(self) -> tuple[str, ...]:
         """Every corpus table the run reads, in a fixed order."""
         return tuple(sorted({t for o in self.objectives for t in objective_tables(o)}))
 
 
+# TrainSettings fields that enter a cache key only when set: a run that does not use them keeps the key (and the
+# experiments' trained hash) it had before they existed
+KEY_WHEN_SET = ("interpolate_start",)
+
+
+def key_view(data: dict[str, Any]) -> dict[str, Any]:
+    """A training run's settings as plain data (``canonical`` / ``to_mapping``) for a cache key: ``KEY_WHEN_SET``
+    fields dropped while unset."""
+    return {k: v for k, v in data.items() if not (k in KEY_WHEN_SET and v is None)}
+
+
 # settings a resumed run may change without changing what it computes
-RESUMABLE_CHANGES = frozenset({"checkpoint_every", "keep_checkpoints", "device"})
+# (``interpolate_start`` acts on the export only)
+RESUMABLE_CHANGES = frozenset({"checkpoint_every", "keep_checkpoints", "device", "interpolate_start"})
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,7 @@ class Run:
     history: History = field(default_factory=History)
     best: tuple[float, int, dict[str, torch.Tensor]] | None = None
     start: int = 0
+    interpolation: dict[str, Any] | None = None  # the lineage of an ``interpolate_start`` export
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
@@ -368,7 +369,10 @@ def export(run: Run, out: Path, tables_dir: str) -> dict[str, str]:
         log.info("%s: exporting the best dev checkpoint (step %d, %s %.3f)", run.name, run.best[1],
                  run.dev.name if run.dev else "", run.best[0])
     model.train_head = None
-    model.save(out / "model")
+    if run.settings.interpolate_start is None:
+        model.save(out / "model")
+    else:
+        run.interpolation = save_interpolated(run, model, out)
     (out / tables_dir).mkdir(parents=True, exist_ok=True)
     written = {}
     for name, table in run.history.tables(run.name).items():
@@ -376,6 +380,29 @@ def export(run: Run, out: Path, tables_dir: str) -> dict[str, str]:
         pq.write_table(table, out / rel)
         written[name] = rel
     return written
+
+
+def save_interpolated(run: Run, model: SentenceEncoder, out: Path) -> dict[str, Any]:
+    """``training.interpolate_start``: the trained weights saved aside, then (1 − α)·start + α·trained written as
+    ``out/model`` with its lineage (``models.interpolation``); the lineage, for the stats."""
+    from models.interpolation import Parent, resolve_folder, write_interpolated
+
+    start = run.settings.encoder.pretrained
+    assert start is not None  # train() refuses interpolate_start without a start model
+    aside = out / ".finetuned"
+    if aside.exists():
+        shutil.rmtree(aside)
+    model.save(aside)
+    step = run.best[1] if run.best is not None else run.settings.steps
+    (out / "model").mkdir(parents=True, exist_ok=True)
+    try:
+        lineage = write_interpolated(
+            Parent(Path(start).name if Path(start).is_dir() else start, resolve_folder(start)),
+            Parent(f"{run.name} (step {step})", aside), float(run.settings.interpolate_start), out / "model",
+            extra={"where": "training", "finetuned_step": step})
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+    return lineage
 
 
 def hardware(device: Any) -> dict[str, Any]:
@@ -403,6 +430,8 @@ def run_stats(run: Run, seconds: float) -> dict[str, Any]:
     if run.best is not None:
         stats.update({"best_step": run.best[1], "best_dev": run.best[0],
                       "dev_metric": run.dev.name if run.dev else None})
+    if run.interpolation is not None:
+        stats["interpolation"] = run.interpolation
     return stats
 
 
@@ -415,6 +444,9 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
     summary stats. ``checkpoint_dir`` defaults to ``out/checkpoints``; ``resume`` continues from its newest
     checkpoint when the settings match."""
     out = Path(out)
+    if settings.interpolate_start is not None and settings.encoder.pretrained is None:
+        raise ValueError(f"{run_name}: interpolate_start {settings.interpolate_start} interpolates with the start "
+                         "model, but encoder.pretrained is not set; expected a start model or no interpolate_start")
     out.mkdir(parents=True, exist_ok=True)
     run = start_run(settings, tables, run_name=run_name, tokenizer_dir=tokenizer_dir, dev_tables=dev_tables,
                     checkpoints=Path(checkpoint_dir) if checkpoint_dir else out / "checkpoints")

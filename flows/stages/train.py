@@ -18,7 +18,7 @@ from flows.config import PipelineConfig
 from flows.graph import Node, canonical, folder_files
 from flows.stages.corpora import corpus_tables
 from models import stage_versions
-from models.settings import TokenizerSettings, TrainSettings
+from models.settings import TokenizerSettings, TrainSettings, key_view
 from warehouse.artifacts import ArtifactRef
 
 
@@ -43,7 +43,8 @@ def run_train(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], 
     dev = ({t: up["eval_sets"].table_path(t) for t in up["eval_sets"].tables if t in ("eval_tatoeba", "eval_sts")}
            if settings.dev is not None else {})
     # checkpoints keyed by everything the run depends on: a killed run resumes, a changed one starts afresh
-    key = hash_obj({"settings": canonical(settings), "inputs": {n: r.content_hash for n, r in sorted(up.items())}})
+    key = hash_obj({"settings": key_view(canonical(settings)),
+                    "inputs": {n: r.content_hash for n, r in sorted(up.items())}})
     return train(settings, paths, out, run_name=run_name,
                  tokenizer_dir=up["tokenizer"].path / "tokenizer" if "tokenizer" in up else None, dev_tables=dev,
                  checkpoint_dir=checkpoints / f"{run_name}-{key[:16]}", keep_checkpoints_after=False,
@@ -60,7 +61,7 @@ def model_folders(ts: TrainSettings) -> dict[str, Path]:
 def portable_train(ts: TrainSettings) -> dict[str, Any]:
     """A training run's settings for its cache key, with local model folders cut to their names (their content
     enters through the node's files)."""
-    data = canonical(ts)
+    data = key_view(canonical(ts))
     if data["encoder"].get("pretrained") and Path(data["encoder"]["pretrained"]).is_dir():
         data["encoder"]["pretrained"] = Path(data["encoder"]["pretrained"]).name
     for o, settings in zip(data["objectives"], ts.objectives, strict=True):
@@ -91,6 +92,10 @@ def train_nodes(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> list[Node]
             raise ValueError(f"training.{run_name}.objectives use {missing}, but no source produces them")
         if ts.dev is not None and "eval_sets" not in upstream:
             raise ValueError(f"training.{run_name}.dev needs evaluation sets (sources.eval)")
+        if ts.interpolate_start is not None and ts.encoder.pretrained is None:
+            raise ValueError(f"training.{run_name}.interpolate_start: {ts.interpolate_start} interpolates with the "
+                             "start model, but the run has none; expected encoder.pretrained (or no "
+                             "interpolate_start)")
         tables = {t: table_nodes[t] for t in ts.tables()}
         deps = {n: n for n in tables.values()}
         if ts.encoder.pretrained is None:

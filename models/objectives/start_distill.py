@@ -1,0 +1,212 @@
+"""Distillation to the frozen start: the start model as teacher keeps its own space where it is already good.
+
+Paper: Reimers & Gurevych 2020, "Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation"
+(EMNLP, arXiv 2004.09813), §2 "Training": a student M̂ learns from a frozen teacher M on parallel sentences (s_j, t_j)
+by the mean squared error of the student's embedding of the source *and* of its translation to the teacher's
+embedding of the source; sentence-transformers' ``MSELoss`` as ``examples/.../multilingual/make_multilingual.py``
+uses it (methods §8.1). For a batch β of B translation pairs (s_j the source side, t_j its translation), with
+d-dimensional embeddings::
+
+    L = w_s · (1/(B·d)) Σ_j ‖M(s_j) − M̂(s_j)‖²  +  w_t · (1/(B·d)) Σ_j ‖M(s_j) − M̂(t_j)‖²
+
+The paper writes (1/|β|) Σ_j [(M(s_j) − M̂(s_j))² + (M(s_j) − M̂(t_j))²] with the squared norm; the code's MSE also
+averages over the d coordinates — the same loss up to the constant 1/d, which only rescales the learning rate.
+``w_s`` = ``source_weight``, ``w_t`` = ``translation_weight`` (both 1 in the paper).
+
+The teacher here is the start (``teacher: self``, the default): a frozen copy of the student taken before the first
+step — the weights of ``encoder.pretrained``. The source term keeps each source sentence where the start put it (the
+monolingual quality the start already has, which a contrastive fine-tune such as MPCL or soft labels moves away
+from); the translation term pulls each translation onto its source's start embedding (cross-lingual alignment
+inside the start's space, the paper's remedy). Any model id is accepted as ``teacher`` too (the paper's monolingual
+English teacher); its dimension must then be the student's.
+
+Which side is the source: the pair's language that comes first in ``priority`` (English, then the other pivots — as
+soft labels choose the side their teacher reads); a pair of two unlisted languages keeps its first column.
+
+``space``: ``normalized`` (default) compares L2-normalised embeddings — the space cosine similarity reads, and for a
+start ending in sentence-transformers' ``Normalize`` (multilingual-e5, all-MiniLM) exactly what the model outputs, so
+there it is the paper's loss; for unit vectors ‖u − v‖² = 2 − 2·cos(u, v), so the loss is (2/d)·(1 − mean cosine)
+per term. ``raw``: the embeddings as the model outputs them (pooled, projected), the paper literally; a start
+without ``Normalize`` then also keeps its norms.
+
+Defaults: ``teacher: self``, w_s = w_t = 1, ``space: normalized``, ``data: bitext_pairs``, batch 32, the teacher's
+embeddings cached once for the texts the run's batches draw (``teacher_cache``).
+
+Relations:
+    - ``soft_label`` with ``loss: mse`` regresses both sides onto its teacher's embedding of the priority side: this
+      loss with w_s = w_t = 1, but the student's raw embeddings against the teacher's normalised ones; this objective
+      compares like with like (``space``) and weighs the two terms apart;
+    - w_t = 0 is plain self-distillation on the sources (a "stay where you are" regulariser, an L2 pull towards the
+      start's function rather than its weights); w_s = 0 is the translation term alone;
+    - weight-space interpolation with the start (``training.interpolate_start``, ``models.interpolation``) is the
+      other remedy for the same loss of monolingual quality; the two combine.
+
+Settings: ``StartDistillObjective`` (kind ``start_distill``). Inputs: the ``data`` pair table; the teacher is a model
+id (``models``/``with_models`` let the pipeline resolve it and hash its files). Shared loss parts: ``loss_parts``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from models.components import Component, StepBatch, gathered, pair_corpus
+from models.lazy_torch import F, torch
+from models.objective_registry import Objective, objective
+from models.objectives.loss_parts import check_pair
+from models.settings import AtLeastOne, NonNegative, PairData, pair_tables
+
+if TYPE_CHECKING:
+    from models.encoder import SentenceEncoder
+    from models.settings import TrainSettings
+
+__all__ = ["StartDistillComponent", "StartDistillObjective", "start_distill_loss"]
+
+Space = Literal["normalized", "raw"]
+
+
+@objective(tables=pair_tables)
+@dataclass(frozen=True)
+class StartDistillObjective(Objective):
+    """Distillation to the frozen start (Reimers & Gurevych 2020; module docstring): the student's embeddings of a
+    pair's source (weight ``source_weight``) and of its translation (``translation_weight``) regress the teacher's
+    embedding of the source, by mean squared error.
+
+    ``teacher``: ``self`` (a frozen copy of the student before training: the start model) or a model id of the same
+    dimension; ``teacher_prefix`` replaces the teacher's default prompt when set. ``priority``: the source side is
+    the pair's language listed first. ``space``: ``normalized`` (L2-normalised embeddings, default) or ``raw``.
+    ``teacher_cache``: encode the teacher's texts of the whole run once before training. ``language_pair_batches``:
+    one language pair per batch (the loss has no negatives, so mixed batches are the default)."""
+
+    kind: Literal["start_distill"] = "start_distill"
+    data: PairData = "bitext_pairs"
+    weight: NonNegative = 1.0
+    batch_size: AtLeastOne = 32
+    teacher: str = "self"
+    teacher_prefix: str = ""
+    source_weight: NonNegative = 1.0
+    translation_weight: NonNegative = 1.0
+    space: Space = "normalized"
+    priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
+    language_pair_batches: bool = False
+    teacher_cache: bool = True
+
+    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
+              device: torch.device, student: SentenceEncoder) -> StartDistillComponent:
+        return StartDistillComponent(name, self, tables, settings, stream, device, student)
+
+    def models(self) -> dict[str, str]:
+        return {} if self.teacher == "self" else {"teacher": self.teacher}
+
+    def with_models(self, resolve: Callable[[str, str], str]) -> StartDistillObjective:
+        return self if self.teacher == "self" else dataclasses.replace(self, teacher=resolve("teacher", self.teacher))
+
+
+class StartDistillComponent(Component):
+    """Pairs of the ``data`` table; the frozen teacher embeds each batch's sources, the student both sides."""
+
+    objective: StartDistillObjective
+
+    def __init__(self, name: str, o: StartDistillObjective, tables: Mapping[str, Path], settings: TrainSettings,
+                 stream: int, device: torch.device, student: SentenceEncoder) -> None:
+        from models.encoder import SentenceEncoder
+        from models.teacher import Teacher
+
+        super().__init__(name, o, settings.seed, stream, device)
+        if o.source_weight == 0 and o.translation_weight == 0:
+            raise ValueError(f"objective {name}: source_weight and translation_weight are both 0, so the loss is "
+                             "always 0; expected at least one of them > 0")
+        _, self.pairs, self.plan = pair_corpus(name, o, tables, settings, stream)
+        if o.teacher == "self":
+            encoder = copy.deepcopy(student)  # before the first step: the start model's weights
+            encoder.train_head = None
+        else:
+            encoder = SentenceEncoder.load(o.teacher, device)
+        self.teacher = Teacher(encoder.to(device), prefix=o.teacher_prefix, name=f"objective {name} teacher",
+                               normalize=o.space == "normalized")
+        if self.teacher.dim != student.dim:
+            raise ValueError(f"objective {name}: the student's embeddings regress the teacher's, but the teacher "
+                             f"{o.teacher!r} has dimension {self.teacher.dim} and the student {student.dim}; "
+                             "expected a teacher of the student's dimension (teacher: self always is)")
+        rank = {lang: i for i, lang in enumerate(o.priority)}
+        # the source side: the pair's language that comes first in ``priority`` (side a when neither is listed)
+        self.b_source = np.array([rank.get(lb, len(rank)) < rank.get(la, len(rank))
+                                  for la, lb in zip(self.pairs.a_lang, self.pairs.b_lang, strict=True)], dtype=bool)
+        if o.teacher_cache:  # the sources the run's batches draw, not the whole corpus
+            steps = settings.steps * settings.grad_accumulation
+            drawn = np.unique(np.concatenate([self.plan.batch(s) for s in range(steps)]))
+            self.teacher.cache([self.source(int(i)) for i in drawn])
+
+    def source(self, i: int) -> str:
+        return self.pairs.b[i] if self.b_source[i] else self.pairs.a[i]
+
+    def translation(self, i: int) -> str:
+        return self.pairs.a[i] if self.b_source[i] else self.pairs.b[i]
+
+    def batch(self, step: int) -> StepBatch:
+        o, idx = self.objective, self.plan.batch(step)
+        sources = [self.source(int(i)) for i in idx]
+        translations = [self.translation(int(i)) for i in idx]
+        target = self.teacher.embed(sources, self.device)
+        columns, kinds = [], []
+        if o.source_weight > 0:
+            columns.append(self.local(sources))
+            kinds.append("source")
+        if o.translation_weight > 0:
+            columns.append(self.local(translations))
+            kinds.append("translation")
+
+        def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
+            got = dict(zip(kinds, gathered(embs), strict=True))
+            return start_distill_loss(got.get("source"), got.get("translation"), target,
+                                      source_weight=o.source_weight, translation_weight=o.translation_weight,
+                                      space=o.space)
+
+        return StepBatch(columns, loss_fn, len(columns) * len(idx))
+
+
+def start_distill_loss(student_source: torch.Tensor | None, student_translation: torch.Tensor | None,
+                       teacher_source: torch.Tensor, *, source_weight: float = 1.0, translation_weight: float = 1.0,
+                       space: Space = "normalized") -> torch.Tensor:
+    """w_s · MSE(M̂(s), M(s)) + w_t · MSE(M̂(t), M(s)), each MSE averaged over the B×d elements (module docstring).
+
+    Args:
+        student_source: B×d student embeddings of the sources (None when ``source_weight`` is 0).
+        student_translation: B×d student embeddings of the translations (None when ``translation_weight`` is 0).
+        teacher_source: B×d teacher embeddings of the sources, treated as constants.
+        source_weight: w_s ≥ 0 (the paper: 1).
+        translation_weight: w_t ≥ 0 (the paper: 1).
+        space: ``"normalized"`` (every embedding L2-normalised first) or ``"raw"`` (as given).
+
+    Returns:
+        The scalar loss, in the student's dtype.
+    """
+    if space not in ("normalized", "raw"):
+        raise ValueError(f"space must be 'normalized' or 'raw', got {space!r}")
+    terms = [(student_source, source_weight, "student_source", "source_weight"),
+             (student_translation, translation_weight, "student_translation", "translation_weight")]
+    for x, w, name, w_name in terms:
+        if not (isinstance(w, (int, float)) and w >= 0):
+            raise ValueError(f"{w_name} must be a number ≥ 0, got {w!r}")
+        if w > 0 and x is None:
+            raise ValueError(f"{name} is required when {w_name} > 0 (B×d student embeddings)")
+    used = [(x, w, name) for x, w, name, _ in terms if x is not None and w > 0]
+    if not used:
+        raise ValueError("source_weight and translation_weight are both 0 (or their embeddings missing): "
+                         "nothing to regress")
+    for x, _, name in used:
+        check_pair(x, teacher_source, name, "teacher_source")
+    target = teacher_source.detach().to(device=used[0][0].device, dtype=used[0][0].dtype)
+    if space == "normalized":
+        target = F.normalize(target, dim=-1)
+    total = used[0][0].new_zeros(())
+    for x, w, _ in used:
+        z = F.normalize(x, dim=-1) if space == "normalized" else x
+        total = total + w * F.mse_loss(z, target)
+    return total
