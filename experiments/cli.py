@@ -6,6 +6,7 @@
     prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)
     gpu-drain --out DIR [--deadline S]      on a GPU machine: every pending GPU row, rows → DIR/rows.jsonl
     merge PATH                              rows returned by a drain → the ledgers
+    interpolation-sweep --model DIR --start M --out DIR   WiSE-FT: each α scored on a kit's decision sets
 """
 
 from __future__ import annotations
@@ -194,6 +195,9 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     m = sub.add_parser("merge", help="rows returned by a GPU drain → the ledgers")
     m.add_argument("path", type=Path, help="rows.jsonl, or a folder holding it")
     m.set_defaults(fn=cmd_merge)
+    from experiments.interpolation_sweep import add_parser as add_sweep_parser
+
+    add_sweep_parser(sub)
     return p
 
 

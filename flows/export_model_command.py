@@ -28,6 +28,14 @@ def describe_objectives(objectives: Sequence[Mapping[str, Any]]) -> list[Any]:
             for o, raw in zip(parsed, objectives, strict=True)]
 
 
+def interpolate(start: Path, trained: Path, alpha: float, out: Path, start_name: str,
+                trained_name: str) -> dict[str, Any]:
+    """``--interpolate-start``: (1 − α)·start + α·trained into ``out`` (``models.interpolation``), its lineage."""
+    from models.interpolation import Parent, write_interpolated
+
+    return write_interpolated(Parent(start_name, start), Parent(trained_name, trained), alpha, out, progress=True)
+
+
 def data_root(args: argparse.Namespace) -> Any:
     """--data-root, else the --config's ``data_root``, else $POLYSENT_DATA_ROOT, else ./data (a ``DataRoot``); None
     after printing why (an invalid config, or no warehouse there)."""
@@ -53,6 +61,7 @@ def data_root(args: argparse.Namespace) -> Any:
 def cmd_export_model(args: argparse.Namespace) -> int:
     """Exit 2 for an unknown run, a non-empty DIR without --force or a bad model name; 1 when writing failed
     (nothing is published then)."""
+    from models.interpolation import InterpolationError
     from pipelines.export.model_card import CardError
     from pipelines.export.model_export import export_model
 
@@ -61,8 +70,9 @@ def cmd_export_model(args: argparse.Namespace) -> int:
         return 2
     try:
         done = export_model(root, args.run, args.out, describe_objectives=describe_objectives, force=args.force,
-                            model_name=args.model_name)
-    except (CardError, FileExistsError, FileNotFoundError, ValueError) as exc:
+                            model_name=args.model_name, interpolate_start=args.interpolate_start,
+                            interpolate=interpolate)
+    except (CardError, InterpolationError, FileExistsError, FileNotFoundError, ValueError) as exc:
         print(f"polysent export-model: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
@@ -74,6 +84,9 @@ def cmd_export_model(args: argparse.Namespace) -> int:
           f"{len(f.results)} headline result(s) beside {f.start_run or 'no start model'}"
           f"{' and ' + ', '.join(f.peers) if f.peers else ''}; license {f.license}")
     print(f"  mteb/: {len(done.mteb_files)} file(s); model-index: {len(f.model_index)} result(s)")
+    if f.interpolation:
+        print(f"  weights: (1 − α)·start + α·trained at α = {f.interpolation['alpha']:g} "
+              f"({'evaluated by the pipeline' if f.interpolation.get('evaluated') else 'not evaluated'})")
     return 0
 
 
@@ -84,6 +97,19 @@ def add_parser(sub: Any) -> None:
     ex.add_argument("out", type=Path, help="folder to write (must be absent or empty unless --force)")
     ex.add_argument("--model-name", default=None, help="the model's name, organisation/model (default: polysent/RUN)")
     ex.add_argument("--force", action="store_true", help="replace an existing folder")
+    ex.add_argument("--interpolate-start", type=_alpha, default=None, metavar="ALPHA",
+                    help="export (1 − ALPHA)·start + ALPHA·trained (WiSE-FT; 0 ≤ ALPHA ≤ 1) instead of the trained "
+                         "weights; the card names both parents and says the new weights were not evaluated")
     ex.add_argument("--data-root", type=Path, default=None, help="default: $POLYSENT_DATA_ROOT or ./data")
     ex.add_argument("--config", type=Path, default=None, help="take the data root from this config")
     ex.set_defaults(fn=cmd_export_model)
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; expected α in [0, 1]") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text}: expected α in [0, 1] (0: the start, 1: the trained model)")
+    return value

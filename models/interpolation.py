@@ -14,7 +14,9 @@ Both models are sentence-transformers folders of the same architecture: the fine
 module's) is interpolated tensor by tensor with the start's file of the same name, in float32, and stored in the
 fine-tuned tensor's dtype; integer tensors (position ids) must be equal and are copied. 🤗's pooler, which sentence
 embeddings never read and which polysent saves as the identity when the start has none (``models.export_files``),
-is taken from the fine-tuned folder when the start lacks it. Anything else that differs — a tensor or a weight file
+is taken from the fine-tuned folder when the start lacks it, and integer buffers only the start holds (the
+``embeddings.position_ids`` older 🤗 versions saved) are left out, as the fine-tuned folder leaves them. Anything else
+that differs — a tensor or a weight file
 only one side has (a ``projection`` added in training), a shape — is refused with the file and the tensor named.
 The other files (tokenizer, modules, prompts, ``sentence_bert_config.json``) are the fine-tuned folder's.
 
@@ -169,7 +171,10 @@ def interpolate_file(start: Path, finetuned: Path, alpha: float, out: Path, *, p
             result[name] = mixed.to(b.dtype).contiguous()
             if progress is not None:
                 progress.update(1)
-        extra = sorted(n for n in start_names - set(result) if not _finetuned_only(n))
+        # the start's tensors the fine-tuned folder lacks: its pooler, and integer buffers an older transformers saved
+        # (``embeddings.position_ids``, non-persistent now) are not needed; a missing weight is an error
+        extra = sorted(n for n in start_names - set(result)
+                       if not _finetuned_only(n) and st.get_tensor(n).is_floating_point())
         if extra:
             raise InterpolationError(f"{finetuned}: tensor(s) {', '.join(extra[:5])} missing; the start {start} has "
                                      "them; interpolation needs the same tensors")

@@ -398,7 +398,7 @@ def save_interpolated(run: Run, model: SentenceEncoder, out: Path) -> dict[str, 
     try:
         lineage = write_interpolated(
             Parent(Path(start).name if Path(start).is_dir() else start, resolve_folder(start)),
-            Parent(f"{run.name} (step {step})", aside), float(run.settings.interpolate_start), out / "model",
+            Parent(run.name, aside), float(run.settings.interpolate_start), out / "model",
             extra={"where": "training", "finetuned_step": step})
     finally:
         shutil.rmtree(aside, ignore_errors=True)

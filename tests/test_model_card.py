@@ -57,7 +57,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert main(["run", str(path), "--executor", "local"]) == 0
     out = base / "export" / "tuned-model"
     assert main(["export-model", RUN, str(out), "--data-root", str(base / "data")]) == 0
-    return {"out": out, "root": base / "data", "config": cfg, "base": base}
+    mixed = base / "export" / "tuned-wise"
+    assert main(["export-model", RUN, str(mixed), "--data-root", str(base / "data"), "--interpolate-start", "0.5"]) == 0
+    return {"out": out, "root": base / "data", "config": cfg, "base": base, "mixed": mixed, "start": Path(minilm)}
 
 
 def _card(out: Path) -> tuple[dict[str, Any], str]:
@@ -117,6 +119,111 @@ def test_folder_holds_model_card_and_loads_without_warnings(exported: dict[str, 
     assert not ours, [str(w.message) for w in ours]
     assert not [r for r in records if r.name.startswith(("sentence_transformers", "transformers"))], \
         [r.getMessage() for r in records]
+
+
+def test_files_are_world_readable_and_carry_no_torch_only_loader_argument(exported: dict[str, Any]) -> None:
+    import stat
+
+    for folder in (exported["out"], exported["mixed"]):
+        for p in [folder, *folder.rglob("*")]:
+            mode = stat.S_IMODE(p.stat().st_mode)
+            assert mode == (0o755 if p.is_dir() else 0o644), (p, oct(mode))
+        st = json.loads((folder / "sentence_bert_config.json").read_text())
+        assert not {"model_args", "model_kwargs"} & set(st), st
+    from transformers import AutoModel
+
+    _, info = AutoModel.from_pretrained(str(exported["out"]), output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+
+
+def test_the_trained_length_is_what_the_card_and_the_folder_say(exported: dict[str, Any]) -> None:
+    out = exported["out"]
+    _, body = _card(out)
+    table = {r[0]: r[1] for r in _table(_section(body, "Training"))}
+    st = json.loads((out / "sentence_bert_config.json").read_text())
+    tok = json.loads((out / "tokenizer_config.json").read_text())
+    config = json.loads((out / "config.json").read_text())
+    trained = exported["config"]["training"][RUN]["encoder"]["max_length"]
+    assert _num(table["max sequence length"]) == st["max_seq_length"] == trained == 32
+    assert tok["model_max_length"] == config["max_position_embeddings"] == 512
+    assert f"reads up to {tok['model_max_length']}" in table["max sequence length"]
+
+
+def test_limitations_are_generated_from_the_warehouse(exported: dict[str, Any]) -> None:
+    from pipelines.export.limitations import TOY_UNITS
+    from pipelines.report.training import iso3, subset_languages
+
+    root, out = exported["root"], exported["out"]
+    _, body = _card(out)
+    text = _section(body, "Limitations")
+    facts = json.loads((out / "polysent_card.json").read_text(encoding="utf-8"))
+    st = facts["settings"]
+    units = st["steps"] * st["grad_accumulation"] * sum(o["batch_size"] for o in st["objectives"])
+    assert units == 12 * (4 + 8) < TOY_UNITS
+    rows = sum(n for c in facts["corpora"] for per in c["rows"].values() for n in per.values())
+    assert f"**A toy-scale run.** 12 steps saw {units:,} training units in all (the training tables hold {rows:,} " \
+           "rows)" in text
+    trained = sorted({iso3(x) for x in facts["languages"]})
+    evaluated = set()
+    for value in _sql(root, f"select distinct languages from eval_results where run = '{RUN}'")["languages"]:
+        evaluated |= subset_languages(value)
+    transfer = sorted(evaluated - set(trained))
+    assert f"It trained on {len(trained)} language(s) (ISO 639-3: {', '.join(trained)}) and was evaluated in " \
+           f"{len(evaluated)}" in text
+    if transfer:
+        assert f"never appear in its training data ({', '.join(transfer)})" in text
+    assert "Inputs longer than 32 tokens" in text and "up to 512" in text
+    assert facts["limitations"] and all(line in text for line in facts["limitations"])
+
+
+def test_interpolated_export_names_alpha_and_both_parents(exported: dict[str, Any]) -> None:
+    """``--interpolate-start 0.5``: the weights are the mean of the start's and the trained ones; the card says so,
+    names both parents, and claims no result for weights the pipeline never scored."""
+    import torch
+    from safetensors.torch import load_file
+
+    mixed, out = exported["mixed"], exported["out"]
+    start = load_file(str(exported["start"] / "model.safetensors"))
+    trained, got = load_file(str(out / "model.safetensors")), load_file(str(mixed / "model.safetensors"))
+    assert set(got) == set(trained)
+    for k, v in trained.items():
+        want = torch.lerp(start[k], v, 0.5) if k in start and v.is_floating_point() else v  # pooler: the trained one
+        torch.testing.assert_close(got[k], want, rtol=0, atol=1e-7)
+    lineage = json.loads((mixed / "polysent_interpolation.json").read_text())
+    assert lineage["alpha"] == 0.5 and lineage["where"] == "export"
+    meta, body = _card(mixed)
+    assert "model-index" not in meta and "wise-ft" in meta["tags"] and not (mixed / "mteb").exists()
+    section = _section(body, "Weight interpolation (WiSE-FT)")
+    assert "**α = 0.5**" in section and "not evaluate these weights" in section
+    assert lineage["start"]["name"] == "sentence-transformers/all-MiniLM-L6-v2" and lineage["finetuned"]["name"] == RUN
+    assert "- start (α = 0): `sentence-transformers/all-MiniLM-L6-v2` — `model.safetensors` sha256 " \
+           f"`{lineage['start']['weights_sha256']['model.safetensors'][:16]}`" in section
+    assert f"- fine-tuned (α = 1): training run `{RUN}` (train artifact `{meta_key(mixed)}`) — " in section
+    assert lineage["finetuned"]["weights_sha256"]["model.safetensors"][:16] in section
+    assert "These are not the exported weights' results" in _section(body, "Evaluation")
+    assert "were not evaluated" in _section(body, "Limitations")
+    facts = json.loads((mixed / "polysent_card.json").read_text())
+    assert facts["interpolation"]["evaluated"] is False and facts["model_index"] == []
+    # the same results table as the plain export: the parents' numbers
+    assert _table(_section(body, "Evaluation")) == _table(_section(_card(out)[1], "Evaluation"))
+    from sentence_transformers import SentenceTransformer
+
+    emb = SentenceTransformer(str(mixed), device="cpu").encode(["Ein Mann spielt Gitarre."])
+    assert emb.shape == (1, 384)
+
+
+def meta_key(folder: Path) -> str:
+    return json.loads((folder / "polysent_card.json").read_text())["train_key"][:20]
+
+
+def test_bad_interpolation_requests_are_refused(exported: dict[str, Any], capsys: Any) -> None:
+    from flows.cli import main
+
+    root, base = exported["root"], exported["base"]
+    with pytest.raises(SystemExit) as done:
+        main(["export-model", RUN, str(base / "y"), "--data-root", str(root), "--interpolate-start", "1.5"])
+    assert done.value.code == 2 and "expected α in [0, 1]" in capsys.readouterr().err
+    assert not (base / "y").exists()
 
 
 def test_usage_snippet_runs_as_written(exported: dict[str, Any]) -> None:

@@ -63,7 +63,14 @@ PAPERS: dict[str, tuple[str, str]] = {
                "Embeddings\" (mSimCSE, EMNLP)", "https://arxiv.org/abs/2211.06127"),
     "vmsst": ("Wieting, Clark, Cohen, Neubig, Berg-Kirkpatrick 2023, \"Beyond Contrastive Learning: A Variational "
               "Generative Model for Multilingual Retrieval\" (VMSST, ACL)", "https://arxiv.org/abs/2212.10726"),
+    "start_distill": ("Reimers, Gurevych 2020, \"Making Monolingual Sentence Embeddings Multilingual using Knowledge "
+                      "Distillation\" (EMNLP) — here with the start model as the frozen teacher",
+                      "https://arxiv.org/abs/2004.09813"),
 }
+INTERPOLATION_PAPER = ("Wortsman et al. 2022, \"Robust fine-tuning of zero-shot models\" (WiSE-FT, CVPR)",
+                       "https://arxiv.org/abs/2109.01903")
+INTERPOLATION_FILE = "polysent_interpolation.json"  # models.interpolation.LINEAGE_FILE
+EVAL_STAGES = ("eval_sets",)  # artifacts a run reads to select its checkpoint: evaluation data, never training data
 # mteb task → the Hub dataset it scores (model-index ``dataset.type``)
 MTEB_DATASETS = {
     "Tatoeba": "mteb/tatoeba-bitext-mining", "BUCC": "mteb/bucc-bitext-mining", "STS12": "mteb/sts12-sts",
@@ -109,6 +116,8 @@ class Corpus:
     rows: dict[str, dict[str, int]]
     leakage: list[dict[str, Any]]
     inputs: list[InputFile]
+    built_from: list[str] = field(default_factory=list)  # the stages of the artifacts it was built from
+    stats: dict[str, Any] = field(default_factory=dict)  # its manifest's stats (a tokenizer's vocabulary size …)
 
 
 @dataclass
@@ -139,6 +148,10 @@ class CardFacts:
     datasets: list[str] = field(default_factory=list)
     sources: list[dict[str, Any]] = field(default_factory=list)
     prompt: str | None = None
+    dev: list[dict[str, Any]] = field(default_factory=list)  # evaluation artifacts read to select the checkpoint
+    lengths: dict[str, int | None] = field(default_factory=dict)  # trained, tokenizer and position limits
+    interpolation: dict[str, Any] | None = None  # the WiSE-FT lineage of interpolated weights
+    limitations: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, ensure_ascii=False, default=str, sort_keys=False) + "\n"
@@ -189,7 +202,7 @@ def train_artifact(artifacts: Path, run: str, results: RunResults | None) -> Pat
     return runs[run][0]
 
 
-def _model_files(inputs: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def start_model_files(inputs: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """(start model folder, sha256 of its weights) from a train manifest's ``model/encoder/*`` inputs."""
     folder = sha = None
     for name, ref in inputs.items():
@@ -248,9 +261,14 @@ def _hub_id(config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _is_evaluation(stage: str, tables: Mapping[str, Any]) -> bool:
+    return stage in EVAL_STAGES or (bool(tables) and all(str(t).startswith("eval_") for t in tables))
+
+
 def corpora(artifacts: Path, train_manifest: Mapping[str, Any], objectives: Sequence[ObjectiveInfo]) -> list[Corpus]:
-    """The corpus artifacts the training read (its ``artifact`` inputs), with rows per language of the tables its
-    objectives read."""
+    """The artifacts the training read (its ``artifact`` inputs) but the evaluation sets it selected its checkpoint
+    on (``dev_sets``): corpora with rows per language of the tables its objectives read, and the others (a trained
+    tokenizer) named with what they were built from."""
     wanted = {t for o in objectives for t in o.tables}
     out = []
     for _, ref in sorted((train_manifest.get("inputs") or {}).items()):
@@ -259,12 +277,50 @@ def corpora(artifacts: Path, train_manifest: Mapping[str, Any], objectives: Sequ
         folder = artifacts / str(ref["stage"]) / str(ref["key"])[:20]
         m = _manifest(folder)
         tables = {k: v for k, v in (m.get("tables") or {}).items()}
+        if _is_evaluation(str(ref["stage"]), tables):
+            continue
         read = [t for t in tables if t in wanted] or [t for t in tables if t not in AUXILIARY_TABLES][:1]
         rows = {t: rows_per_language(folder / tables[t]) for t in read}
         config = m.get("config") if isinstance(m.get("config"), dict) else {}
+        built_from = sorted({str(r.get("stage")) for r in (m.get("inputs") or {}).values()
+                             if isinstance(r, Mapping) and r.get("kind") == "artifact"})
         out.append(Corpus(str(ref["stage"]), str(m.get("key") or ref["key"]), str(m.get("content_hash") or ""),
-                          rows, _leakage(folder, tables), _corpus_inputs(m, _hub_id(config))))
+                          rows, _leakage(folder, tables), _corpus_inputs(m, _hub_id(config)), built_from,
+                          dict(m.get("stats") or {})))
     return out
+
+
+def dev_sets(artifacts: Path, train_manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The evaluation artifacts a run read to pick its best checkpoint (``training.<run>.dev``): evaluation data,
+    listed apart from the training data."""
+    out = []
+    for _, ref in sorted((train_manifest.get("inputs") or {}).items()):
+        if not isinstance(ref, Mapping) or ref.get("kind") != "artifact":
+            continue
+        folder = artifacts / str(ref["stage"]) / str(ref["key"])[:20]
+        m = _manifest(folder)
+        tables = dict(m.get("tables") or {})
+        if _is_evaluation(str(ref["stage"]), tables):
+            out.append({"stage": str(ref["stage"]), "key": str(m.get("key") or ref["key"]),
+                        "content_hash": str(m.get("content_hash") or ""), "tables": sorted(tables)})
+    return out
+
+
+def model_lengths(model: Path) -> dict[str, int | None]:
+    """What the exported folder says about input length: ``trained`` (``max_seq_length`` of
+    ``sentence_bert_config.json``, where sentence-transformers truncates), ``tokenizer`` (``model_max_length`` of
+    ``tokenizer_config.json``, where plain 🤗 ``truncation=True`` cuts) and ``positions`` (``config.json``)."""
+    def read(name: str, key: str) -> int | None:
+        try:
+            value = json.loads((model / name).read_text("utf-8")).get(key)
+        except (OSError, ValueError):
+            return None
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1e9 \
+            else None
+
+    return {"trained": read("sentence_bert_config.json", "max_seq_length"),
+            "tokenizer": read("tokenizer_config.json", "model_max_length"),
+            "positions": read("config.json", "max_position_embeddings")}
 
 
 def training_languages(objectives: Sequence[ObjectiveInfo], corpora_: Sequence[Corpus]) -> list[str]:
@@ -499,7 +555,7 @@ def card_facts(artifacts: Path, history: pl.DataFrame | None, run: str, *,
     stats = dict(m.get("stats") or {})
     objectives = describe_objectives(settings.get("objectives") or [])
     corp = corpora(artifacts, m, objectives)
-    start_folder, start_sha = _model_files(m.get("inputs") or {})
+    start_folder, start_sha = start_model_files(m.get("inputs") or {})
     encoder = settings.get("encoder") or {}
     base = identify_model(encoder.get("pretrained"), start_folder)
     sources: dict[str, PublicSource] = {}
@@ -517,13 +573,32 @@ def card_facts(artifacts: Path, history: pl.DataFrame | None, run: str, *,
         languages=training_languages(objectives, corp), curve=curve_summary(folder, m),
         license=license_id, license_note=license_note,
         datasets=sorted({s.hub_id for s in sources.values() if s.hub_id}),
-        sources=[asdict(s) for s in sources.values()], prompt=_prompt(folder / "model"))
+        sources=[asdict(s) for s in sources.values()], prompt=_prompt(folder / "model"),
+        dev=dev_sets(artifacts, m), lengths=model_lengths(folder / "model"),
+        interpolation=_interpolation(folder / "model", stats))
     if results is not None and history is not None:
         facts.start_run, facts.peers = start_and_peers(artifacts, results, start_sha)
         facts.results = comparison(history, run, facts.start_run, facts.peers)
         facts.exposure = by_exposure(history, run, facts.start_run, facts.peers, facts.languages)
         facts.model_index, facts.mteb_skipped = model_index(results)
+    from pipelines.export.limitations import limitations
+
+    facts.limitations = limitations(facts, run_results(history, run).rows if results is not None and
+                                    history is not None else None)
     return facts
+
+
+def _interpolation(model: Path, stats: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The lineage of a model trained with ``interpolate_start`` (its ``polysent_interpolation.json``, as the train
+    stats recorded it): the pipeline evaluated these weights."""
+    lineage = stats.get("interpolation")
+    path = model / INTERPOLATION_FILE
+    if not isinstance(lineage, dict) and path.is_file():
+        try:
+            lineage = json.loads(path.read_text("utf-8"))
+        except ValueError as exc:
+            raise CardError(f"{path}: not JSON ({exc}); expected an interpolation lineage") from None
+    return {**lineage, "evaluated": True} if isinstance(lineage, dict) else None
 
 
 def _prompt(model: Path) -> str | None:
@@ -563,7 +638,7 @@ def metadata(facts: CardFacts) -> dict[str, Any]:
     if facts.base_model.get("hub_id"):
         meta["base_model"] = facts.base_model["hub_id"]
     meta["tags"] = ["sentence-transformers", "sentence-similarity", "feature-extraction", "polysent",
-                    *sorted({o.kind for o in facts.objectives})]
+                    *sorted({o.kind for o in facts.objectives}), *(["wise-ft"] if facts.interpolation else [])]
     if facts.datasets:
         meta["datasets"] = facts.datasets
     if facts.model_index:
@@ -593,22 +668,119 @@ def _short(v: Any) -> str:
 def _corpus_rows(facts: CardFacts) -> list[str]:
     lines: list[str] = []
     for c in facts.corpora:
+        if not c.rows:  # an artifact with no table the objectives read (a trained tokenizer): named, with its origin
+            lines.append(f"- **`{c.stage}`** (content hash `{c.content_hash[:16]}`): {_artifact_text(c)}")
         for table, per_lang in c.rows.items():
             total = sum(per_lang.values())
             langs = ", ".join(f"{k} {v:,}" for k, v in per_lang.items())
             lines.append(f"- **`{table}`** ({c.stage}, content hash `{c.content_hash[:16]}`): {total:,} rows — "
                          f"{langs}")
-        if c.leakage:
+        if c.rows and c.leakage:
             removed: dict[str, int] = {}
             for r in c.leakage:
                 removed[str(r.get("eval_set"))] = removed.get(str(r.get("eval_set")), 0) + int(r["units_removed"])
             lines.append("  - leakage guard removed: " + ", ".join(f"{k} {v:,}" for k, v in removed.items()))
-        else:
+        elif c.rows:
             lines.append("  - leakage guard removed nothing")
-        srcs = sorted({f.source["name"] for f in c.inputs})
-        lines.append("  - built from: " + ", ".join(srcs) + "; inputs: " + ", ".join(
-            f"`{f.name}` (sha256 `{(f.sha256 or '–')[:16]}`)" for f in c.inputs))
+        if c.inputs:
+            srcs = sorted({f.source["name"] for f in c.inputs})
+            lines.append("  - built from: " + ", ".join(srcs) + "; inputs: " + ", ".join(
+                f"`{f.name}` (sha256 `{(f.sha256 or '–')[:16]}`)" for f in c.inputs))
+        elif c.built_from:
+            lines.append("  - built from the " + ", ".join(f"`{b}`" for b in c.built_from) + " artifact(s)")
     return lines
+
+
+def _artifact_text(c: Corpus) -> str:
+    """What an artifact without training tables is, from its stage and stats."""
+    if c.stage == "tokenizer":
+        vocab, texts = c.stats.get("vocab_size"), c.stats.get("texts")
+        size = f"a {vocab:,}-entry " if isinstance(vocab, int) else "a "
+        read = f" on {texts:,} texts of the training corpora" if isinstance(texts, int) else " on the training corpora"
+        return f"{size}subword vocabulary (SentencePiece-style BPE) trained{read}; the model's tokenizer"
+    return "read by the training; it holds no table the objectives read"
+
+
+def _length_text(facts: CardFacts) -> str:
+    """The trained length, as ``sentence_bert_config.json`` says it (the training setting when the folder does
+    not), and the encoder's limit, as ``tokenizer_config.json`` says it."""
+    ln = facts.lengths
+    trained = ln.get("trained") or (facts.settings.get("encoder") or {}).get("max_length")
+    text = f"{trained} tokens (trained; `max_seq_length` of sentence_bert_config.json — longer inputs are truncated)"
+    limit = ln.get("tokenizer") or ln.get("positions")
+    if limit and limit != trained:
+        text += f"; the encoder reads up to {limit} (`model_max_length` of tokenizer_config.json)"
+    return text
+
+
+def _dev_text(facts: CardFacts) -> str:
+    dev, st = facts.settings.get("dev"), facts.stats
+    if not dev:
+        return "the last step (no dev evaluation)"
+    sets = ", ".join(f"`{t}`" for d in facts.dev for t in d["tables"] if t in ("eval_tatoeba", "eval_sts")) or "–"
+    best = f"step {st['best_step']} ({st.get('dev_metric')} {fmt(st.get('best_dev'))})" if "best_step" in st else "–"
+    return (f"best dev {dev.get('metric')} every {dev.get('every')} steps: {best}, on the evaluation sets {sets} "
+            "(evaluation data, not training data)")
+
+
+def _start_text(facts: CardFacts) -> str:
+    base = facts.base_model
+    if base.get("hub_id"):
+        return f"fine-tuned with polysent from [{base['hub_id']}](https://huggingface.co/{base['hub_id']})"
+    if not (facts.settings.get("encoder") or {}).get("pretrained"):
+        return "trained with polysent from randomly initialised weights (no start model)"
+    return f"fine-tuned with polysent from a start model with no public id ({base.get('note') or 'unknown'})"
+
+
+def _results_intro(facts: CardFacts) -> list[str]:
+    if not facts.results:
+        return []
+    peers = f" and the peer(s) {', '.join(f'`{p}`' for p in facts.peers)}" if facts.peers else ""
+    if facts.start_run:
+        head = f"Headline results of `{facts.run}` beside its start model `{facts.start_run}` (Δ = trained − start)"
+    elif not (facts.settings.get("encoder") or {}).get("pretrained"):
+        head = f"Headline results of `{facts.run}` (trained from scratch: no start model to compare with, so no Δ)"
+    else:
+        head = (f"Headline results of `{facts.run}` (its start model was not evaluated on these evaluation sets, so "
+                "there is no Δ column)")
+    text = [head + peers + ", on the same evaluation sets, in points (×100) except error rates in %; polysent's "
+            "evaluation protocols (Tatoeba accuracy both directions, BUCC mining F1 with the LASER ratio margin, STS "
+            "Spearman, MewsC-16 clustering, xSIM error rate)."]
+    ip = facts.interpolation
+    if ip and not ip.get("evaluated"):
+        text += ["", f"**These are not the exported weights' results.** The folder holds the interpolation at "
+                 f"α = {ip['alpha']:g} (see *Weight interpolation*), which this pipeline did not evaluate: the "
+                 f"`{facts.run}` column is its fine-tuned parent (α = 1), the start column its other parent (α = 0). "
+                 f"Set `training.{facts.run}.interpolate_start: {ip['alpha']:g}` to train, evaluate and export the "
+                 "interpolated model with its own results."]
+    return text
+
+
+def _interpolation_section(facts: CardFacts) -> list[str]:
+    ip = facts.interpolation
+    if not ip:
+        return []
+    start, ft = ip.get("start") or {}, ip.get("finetuned") or {}
+    base = facts.base_model.get("hub_id")
+
+    def sha(parent: Mapping[str, Any]) -> str:
+        return ", ".join(f"`{f}` sha256 `{h[:16]}`" for f, h in sorted((parent.get("weights_sha256") or {}).items()))
+
+    how = ("by the training run (`interpolate_start`); the evaluation below scores these weights"
+           if ip.get("evaluated") else "at export (`polysent export-model --interpolate-start`); the pipeline did "
+           "not evaluate these weights")
+    return ["### Weight interpolation (WiSE-FT)", "",
+            f"The weights are {ip.get('formula', 'θ = (1 − α)·θ_start + α·θ_finetuned')} with **α = {ip['alpha']:g}**"
+            f", written {how} ([{INTERPOLATION_PAPER[0]}]({INTERPOLATION_PAPER[1]})). Parents:", "",
+            f"- start (α = 0): `{start.get('name')}`" + (f" ({base})" if base and base != start.get("name") else "")
+            + f" — {sha(start)}",
+            f"- fine-tuned (α = 1): training run `{facts.run}` (train artifact `{facts.train_key[:20]}`"
+            + (f", step {ip['finetuned_step']}" if ip.get("finetuned_step") is not None else "") + f") — {sha(ft)}",
+            f"- this model: {sha(ip)}", ""]
+
+
+def _limitations_section(facts: CardFacts) -> list[str]:
+    return ["## Limitations", "", *[f"- {text}" for text in facts.limitations], ""] if facts.limitations else []
 
 
 def _results_table(facts: CardFacts) -> list[str]:
@@ -678,15 +850,13 @@ def render_card(facts: CardFacts, folder_name: str) -> str:
     header = yaml.safe_dump(metadata(facts), sort_keys=False, allow_unicode=True, width=1000)
     s, st, hw = facts.settings, facts.stats, facts.hardware
     base = facts.base_model
-    start = f"[{base['hub_id']}](https://huggingface.co/{base['hub_id']})" if base.get("hub_id") else (
-        f"no public start model ({base.get('note') or 'unknown'})")
     langs = ", ".join(facts.languages) or "unknown (the corpora carry no language column)"
     batches = " + ".join(f"{o.settings.get('batch_size')} ({o.kind})" for o in facts.objectives)
     wall = st.get("train_seconds")
     lines = [
         "---", header.rstrip("\n"), "---", "",
         f"# {facts.model_name}", "",
-        f"A multilingual sentence-embedding model fine-tuned with polysent from {start} "
+        f"A multilingual sentence-embedding model {_start_text(facts)} "
         f"with {len(facts.objectives)} objective(s) ({', '.join(o.kind for o in facts.objectives)}) on "
         f"{len(facts.languages)} language(s): {langs}. Every statement and number below was generated from the "
         "polysent warehouse that trained and evaluated it (training run "
@@ -699,14 +869,15 @@ def render_card(facts: CardFacts, folder_name: str) -> str:
         f"| learning rate | {s.get('lr')} (warm-up {s.get('warmup_steps')} steps, weight decay "
         f"{s.get('weight_decay')}) |",
         f"| gradient accumulation | {s.get('grad_accumulation')} |",
-        f"| max sequence length | {(s.get('encoder') or {}).get('max_length')} |",
+        f"| max sequence length | {_length_text(facts)} |",
+        f"| checkpoint | {_dev_text(facts)} |",
         f"| seed | {s.get('seed')} |",
         f"| precision | {st.get('precision') or s.get('precision')} |",
         f"| hardware | {_hw_text(hw)} |",
         f"| wall time of training | {fmt(wall / 60.0, 1) + ' min' if isinstance(wall, (int, float)) else '–'} |",
         f"| parameters | {st.get('parameters'):,} |" if isinstance(st.get("parameters"), int) else
         "| parameters | – |",
-        "", "### Objectives", "", *_objective_rows(facts), "",
+        "", *_interpolation_section(facts), "### Objectives", "", *_objective_rows(facts), "",
         "### Training data", "",
         "Rows per language of each table the objectives read, after polysent's filters and its leakage guard (which "
         "removes every training unit that shares a normalised text with an evaluation set):", "",
@@ -719,18 +890,16 @@ def render_card(facts: CardFacts, folder_name: str) -> str:
           f"({c['min_step']}) | {c['settled_step'] if c['settled_step'] is not None else '–'} |"
           for c in facts.curve], "",
         "## Evaluation", "",
-        *( [f"Headline results of `{facts.run}` beside its start model `{facts.start_run}` (Δ = trained − start)"
-            + (f" and the peer(s) {', '.join(f'`{p}`' for p in facts.peers)}" if facts.peers else "")
-            + ", on the same evaluation sets, in points (×100) except error rates in %; polysent's evaluation "
-            "protocols (Tatoeba accuracy both directions, BUCC mining F1 with the LASER ratio margin, STS "
-            "Spearman, MewsC-16 clustering, xSIM error rate)."]
-           if facts.results else []), "",
+        *_results_intro(facts), "",
         *_results_table(facts), "",
         *_exposure_table(facts),
         (f"The `model-index` above holds the {len(facts.model_index)} result(s) computed as mteb computes them "
          "(same protocol, same rows); the others are polysent's protocols and are not comparable with the MTEB "
          "leaderboard. The mteb result files are under `mteb/`.") if facts.model_index else
-        "No result here is computed as mteb computes it, so the card has no `model-index`.", "",
+        ("The exported weights were not evaluated, so the card has no `model-index`." if facts.interpolation and
+         not facts.interpolation.get("evaluated") else
+         "No result here is computed as mteb computes it, so the card has no `model-index`."), "",
+        *_limitations_section(facts),
         "## License", "",
         f"`{facts.license}`: {facts.license_note}", "",
         *[f"- {src['name']}: {src['license'] or 'no license declared'}"
@@ -740,7 +909,8 @@ def render_card(facts: CardFacts, folder_name: str) -> str:
            if base.get("hub_id") else []), "",
         "## Citation", "",
         *[f"- {PAPERS[k][0]}, {PAPERS[k][1]}" for k in dict.fromkeys(o.kind for o in facts.objectives)
-          if k in PAPERS], "",
+          if k in PAPERS],
+        *([f"- {INTERPOLATION_PAPER[0]}, {INTERPOLATION_PAPER[1]}"] if facts.interpolation else []), "",
     ]
     return "\n".join(lines)
 
