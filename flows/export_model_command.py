@@ -33,7 +33,8 @@ def interpolate(start: Path, trained: Path, alpha: float, out: Path, start_name:
     """``--interpolate-start``: (1 − α)·start + α·trained into ``out`` (``models.interpolation``), its lineage."""
     from models.interpolation import Parent, write_interpolated
 
-    return write_interpolated(Parent(start_name, start), Parent(trained_name, trained), alpha, out, progress=True)
+    return write_interpolated(Parent(start_name, start), Parent(trained_name, trained), alpha, out, progress=True,
+                              extra={"where": "export"})
 
 
 def data_root(args: argparse.Namespace) -> Any:

@@ -102,3 +102,14 @@ def test_plain_transformers_reads_a_long_input(toy: dict[str, Any]) -> None:
              for r in _section(toy["body"], "Training").splitlines() if r.startswith("| ")}
     assert st["max_seq_length"] == 32 and table["max sequence length"].startswith("32 tokens (trained;")
     assert "reads up to 64" in table["max sequence length"]
+
+
+def test_a_run_without_a_start_cannot_be_interpolated(toy: dict[str, Any], tmp_path: Any,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from flows.cli import main
+
+    assert main(["export-model", RUN, str(tmp_path / "x"), "--data-root", str(toy["root"]),
+                 "--interpolate-start", "0.5"]) == 2
+    assert f"training run '{RUN}' has no start model (encoder.pretrained) to interpolate with" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

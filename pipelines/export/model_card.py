@@ -717,7 +717,8 @@ def _dev_text(facts: CardFacts) -> str:
     dev, st = facts.settings.get("dev"), facts.stats
     if not dev:
         return "the last step (no dev evaluation)"
-    sets = ", ".join(f"`{t}`" for d in facts.dev for t in d["tables"] if t in ("eval_tatoeba", "eval_sts")) or "–"
+    table = {"tatoeba": "eval_tatoeba", "stsb": "eval_sts"}.get(str(dev.get("metric")), "")
+    sets = ", ".join(f"`{t}`" for d in facts.dev for t in d["tables"] if t == table) or "–"
     best = f"step {st['best_step']} ({st.get('dev_metric')} {fmt(st.get('best_dev'))})" if "best_step" in st else "–"
     return (f"best dev {dev.get('metric')} every {dev.get('every')} steps: {best}, on the evaluation sets {sets} "
             "(evaluation data, not training data)")
