@@ -53,7 +53,7 @@ def scale(facts: CardFacts) -> list[str]:
     if scratch and isinstance(params, int) and params < TOY_PARAMETERS:
         out.append(f"**A toy model.** A {params:,}-parameter encoder trained from randomly initialised weights for "
                    f"{steps} steps on training tables of {rows:,} rows: it shows the pipeline working, it is not a "
-                   "usable sentence encoder (compare its results below with any pretrained peer).")
+                   "usable sentence encoder (compare its results in this card with any pretrained peer).")
     elif units is not None and units < TOY_UNITS:
         out.append(f"**A toy-scale run.** {steps} steps saw {units:,} training units in all (the training tables "
                    f"hold {rows:,} rows), fewer than {TOY_UNITS:,}: its results, and its differences from its start, "
