@@ -173,7 +173,7 @@ def test_config_errors_read_the_registry(tmp_path: Path, toy: type) -> None:
         load_config(path)
     assert str(err.value) == (f"{path}:{_line(path, 'kind: triplet')}: training.toy_run.objectives.0.kind: unknown "
                               "objective kind (value 'triplet'); expected one of 'contrastive', 'ease', 'mpcl', "
-                              "'simcse', 'soft_label', 'toy', 'vmsst'")
+                              "'simcse', 'soft_label', 'start_distill', 'toy', 'vmsst'")
     path = _config(tmp_path, [{"kind": "toy", "margin": 0, "colour": "red"}])
     with pytest.raises(ConfigError) as err:
         load_config(path)
@@ -229,7 +229,7 @@ def test_every_builtin_kind_names_a_component_and_its_tables() -> None:
     from models.objectives.simcse import SimcseObjective
 
     kinds = registry.kinds()
-    assert list(kinds) == ["contrastive", "ease", "mpcl", "simcse", "soft_label", "vmsst"]
+    assert list(kinds) == ["contrastive", "ease", "mpcl", "simcse", "soft_label", "start_distill", "vmsst"]
     for kind, settings in kinds.items():  # each defined, with its component, in models/objectives/<kind>.py
         module = sys.modules[settings.__module__]
         assert settings.__module__ == f"models.objectives.{kind}"
