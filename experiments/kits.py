@@ -208,7 +208,8 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
     from pipelines.bitext.sampling import BitextSettings, build_pairs
     from pipelines.bitext.sources import MosesSource, NwaySource, TmxSource
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
-    from pipelines.eval_sets.settings import ParallelSource, StsbMultiMtSts
+    from pipelines.eval_sets.parallel import ParallelSource
+    from pipelines.eval_sets.sts import StsbMultiMtSts
     from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
     from pipelines.nli.triples import NliTripleSettings, build_triples
     from pipelines.xnli.groups import XnliSettings, build_groups
@@ -302,7 +303,7 @@ def _random_init_bitext(data: Path, work: Path, quota: int = 4000, vocab: int = 
     from pipelines.bitext.sampling import BitextSettings, build_pairs
     from pipelines.bitext.sources import NwaySource
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
-    from pipelines.eval_sets.settings import ParallelSource
+    from pipelines.eval_sets.parallel import ParallelSource
     from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
 
     codes = {k: v for k, v in RANDOM_INIT_NTREX.items()}

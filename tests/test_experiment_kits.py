@@ -105,7 +105,8 @@ def test_every_figure_a_question_asks_is_computed_from_its_kits_tables(tmp_path:
     from models.settings import EncoderSettings, TokenizerSettings
     from models.tokenizer import train_tokenizer
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
-    from pipelines.eval_sets.settings import ParallelSource, StsbMultiMtSts
+    from pipelines.eval_sets.parallel import ParallelSource
+    from pipelines.eval_sets.sts import StsbMultiMtSts
 
     (tmp_path / "eval").mkdir()
     res = build_eval_sets(

@@ -29,9 +29,10 @@ import csv
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import polars as pl
+from pydantic import Field, field_validator
 
 from pipelines.eval_sets.lines import (
     BadRows,
@@ -42,10 +43,8 @@ from pipelines.eval_sets.lines import (
     read_text_lines,
     skipped_or_new,
 )
+from pipelines.eval_sets.source_config import StrictConfig, checked_languages
 from pipelines.language_codes import data_language, primary_subtag
-
-if TYPE_CHECKING:
-    from pipelines.eval_sets.settings import ClassificationSource
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 
@@ -238,6 +237,22 @@ def read_sib200(folder: Path, languages: Sequence[str] = (), splits: Sequence[st
 
 
 # --------------------------------------------------------------------------------------------------------------------
+
+
+class ClassificationSource(StrictConfig):
+    format: Literal["mtop", "mldoc", "sib200"] = Field(
+        description="mtop: {lang}/{split}.txt of the MTOP release; mldoc: {language}.{split} files; sib200: "
+                    "{lang_script}/{split}.tsv with header index_id, category, text")
+    path: Path = Field(description="the dataset's folder")
+    languages: list[str] = Field(default_factory=list, description="language codes (folder names for mtop/sib200, "
+                                                                   "ISO 639-1 for mldoc); empty = all found")
+    splits: list[str] = Field(default_factory=list, description="split names as in the file names; empty = all")
+    name: str | None = Field(None, description="dataset column for sib200-layout sets (default sib200)")
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        return checked_languages(value, "sources.eval.classification.languages")
 
 
 def read_classification(source: ClassificationSource, skipped: Skipped | None = None) -> pl.DataFrame:

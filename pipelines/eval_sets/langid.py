@@ -17,8 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
+from pydantic import Field, field_validator
 
 from pipelines.eval_sets.lines import concat
+from pipelines.eval_sets.source_config import StrictConfig, checked_languages
 from pipelines.xnli.readers import read_xnli
 from pipelines.xnli.sources import XnliSource
 
@@ -26,6 +28,18 @@ log = logging.getLogger("polysent.pipelines.eval_sets")
 
 SCHEMA = {"lang": pl.String, "split": pl.String, "idx": pl.Int32, "text": pl.String}
 SPLITS = {"dev": "train", "test": "test"}  # XNLI split → probe split
+
+
+class LangidSource(StrictConfig):
+    path: Path = Field(description="XNLI folder in the XTREME layout ({split}-{lang}.tsv)")
+    languages: list[str] = Field(min_length=2, description="XNLI language codes to tell apart")
+    max_per_language: int = Field(1000, ge=1, description="distinct premises per language and split (dev → train, "
+                                                         "test → test)")
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        return checked_languages(value, "sources.eval.langid.languages")
 
 
 def langid_files(folder: Path, languages: Sequence[str]) -> list[Path]:

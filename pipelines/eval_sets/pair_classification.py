@@ -38,15 +38,14 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import polars as pl
+from pydantic import Field, field_validator, model_validator
 
 from pipelines.eval_sets.lines import BadRows, EvalFormatError, Skipped, concat, short, skipped_or_new
+from pipelines.eval_sets.source_config import StrictConfig, checked_languages
 from pipelines.language_codes import data_language
-
-if TYPE_CHECKING:
-    from pipelines.eval_sets.settings import PairClassificationSource
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 
@@ -287,6 +286,37 @@ def read_pair_files(files: Sequence[PairFile], skipped: Skipped | None = None) -
         log.info("%s %s %s: %d pairs (%d positive)", pf.dataset, pf.lang, pf.split, len(res.rows),
                  sum(r[3] for r in res.rows))
     return concat(frames, SCHEMA), concat(bad_frames, BAD_SCHEMA)
+
+
+class PairClassificationSource(StrictConfig):
+    format: Literal["pawsx", "tsv"] = Field(
+        description="pawsx: PAWS-X as published (x-final/{lang}/{dev_2k,test_2k,translated_train}.tsv) or in XTREME's "
+                    "layout ({split}-{lang}.tsv); tsv: one file of sentence1, sentence2, label (0/1) rows")
+    path: Path = Field(description="pawsx: the x-final folder (or the folder holding it) or XTREME's pawsx folder; "
+                                   "tsv: the file")
+    languages: list[str] = Field(default_factory=list, description="pawsx: language codes as in the folder / file "
+                                                                   "names; empty = all found")
+    splits: list[str] = Field(default_factory=lambda: ["dev", "test"],
+                              description="pawsx: splits (dev, test, train); empty = all found (train is 49k "
+                                          "machine-translated pairs per language)")
+    name: str | None = Field(None, description="dataset column (default pawsx, or the tsv file's stem)")
+    language: str | None = Field(None, description="tsv: the language code of the pairs (required)")
+    split: str = Field("test", description="tsv: the split the file is")
+    quoting: Literal["csv", "none"] = Field("csv", description="tsv: csv (fields holding quotes are CSV-quoted, as "
+                                                               "pandas and csv.writer write) or none (split at tabs)")
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        return checked_languages(value, "sources.eval.pair_classification.languages")
+
+    @model_validator(mode="after")
+    def _tsv_language(self) -> PairClassificationSource:
+        if self.format == "tsv":
+            if self.language is None:
+                raise ValueError(f"{self.path}: format tsv needs language (the language code of its pairs)")
+            checked_languages([self.language], "sources.eval.pair_classification.language")
+        return self
 
 
 def read_pair_classification(source: PairClassificationSource,

@@ -27,9 +27,10 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
 from pipelines.eval_sets.lines import (
     AlignedRows,
@@ -42,10 +43,8 @@ from pipelines.eval_sets.lines import (
     short,
     skipped_or_new,
 )
+from pipelines.eval_sets.source_config import StrictConfig
 from pipelines.language_codes import data_language, language_name
-
-if TYPE_CHECKING:
-    from pipelines.eval_sets.settings import ParallelSource
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 
@@ -153,6 +152,16 @@ def read_flores(folder: Path, languages: Sequence[str] = (), split: str = "devte
 
 
 # --------------------------------------------------------------------------------------------------------------------
+
+
+class ParallelSource(StrictConfig):
+    format: Literal["ntrex", "flores"] = Field(
+        description="ntrex: newstest2019-src.eng.txt + newstest2019-ref.{code}.txt; flores: {split}/{lang}.{split}")
+    path: Path = Field(description="the dataset's folder")
+    languages: list[str] = Field(default_factory=list, description="codes as in the file names (deu, zho-CN, "
+                                                                   "eng_Latn); empty = all; NTREX always adds eng")
+    split: str = Field("devtest", description="FLORES split (dev, devtest); unused for NTREX")
+    name: str | None = Field(None, description="dataset column (default ntrex128 / flores200)")
 
 
 def read_parallel(source: ParallelSource, skipped: Skipped | None = None) -> pl.DataFrame:

@@ -38,9 +38,10 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import polars as pl
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from pipelines.eval_sets.lines import (
     AlignedRows,
@@ -53,10 +54,8 @@ from pipelines.eval_sets.lines import (
     short,
     skipped_or_new,
 )
+from pipelines.eval_sets.source_config import StrictConfig, checked_languages
 from pipelines.language_codes import data_language
-
-if TYPE_CHECKING:
-    from pipelines.eval_sets.settings import StsSource
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 
@@ -412,7 +411,59 @@ def read_stsb_multi_mt(folder: Path, languages: Sequence[str], split: str = "tes
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# every configured source
+# every configured source: the entries (told apart by ``format``; an entry without one is a SemEval-layout folder)
+
+
+class SemEvalSts(StrictConfig):
+    format: Literal["semeval"] = Field("semeval", description="STS.input.{name}.txt + STS.gs.{name}.txt pairs")
+    path: Path = Field(description="folder with STS.input.*.txt and STS.gs.*.txt (STS17 release, SentEval "
+                                   "STS12-en-test … STS16-en-test)")
+    dataset: str | None = Field(None, description="value of the dataset column (sts17, sts12, …); inferred from "
+                                                  "SentEval folder names STS1x-en-test when not given")
+
+    @model_validator(mode="after")
+    def _named(self) -> SemEvalSts:
+        if self.dataset is None and semeval_dataset_name(self.path) is None:
+            raise ValueError(f"{self.path}: give dataset (e.g. sts17); it is only inferred from STS12-en-test … "
+                             "STS16-en-test folder names")
+        return self
+
+
+class StsBenchmarkSts(StrictConfig):
+    format: Literal["stsbenchmark"] = Field(description="STS Benchmark sts-{split}.csv (tab-separated)")
+    path: Path = Field(description="folder with sts-train.csv, sts-dev.csv, sts-test.csv")
+    splits: list[str] = Field(default_factory=lambda: ["test"], description="splits to read (train, dev, test)")
+
+
+class SickSts(StrictConfig):
+    format: Literal["sick"] = Field(description="SICK with its header; relatedness_score is the gold")
+    path: Path = Field(description="SICK_test_annotated.txt (or SICK.txt)")
+
+
+class StsbMultiMtSts(StrictConfig):
+    format: Literal["stsb_multi_mt"] = Field(description="stsb-multi-mt stsb-{lang}-{split}.csv, row-parallel CSV")
+    path: Path = Field(description="folder with stsb-{lang}-{split}.csv files")
+    languages: list[str] = Field(min_length=1, description="ISO 639-1 codes, e.g. [en, de, es, fr]")
+    split: str = Field("test", description="train, dev or test")
+    cross: bool = Field(True, description="also every ordered cross-lingual pair a-b (s1 in a, s2 in b)")
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        return checked_languages(value, "sources.eval.sts.languages")
+
+
+def _format_of(value: Any) -> str:
+    if isinstance(value, dict):
+        return value.get("format", "semeval")
+    return getattr(value, "format", "semeval")
+
+
+StsSource = Annotated[
+    Annotated[SemEvalSts, Tag("semeval")] | Annotated[StsBenchmarkSts, Tag("stsbenchmark")]
+    | Annotated[SickSts, Tag("sick")] | Annotated[StsbMultiMtSts, Tag("stsb_multi_mt")],
+    Discriminator(_format_of),
+]
 
 
 def read_sts_sources(sources: Sequence[StsSource], skipped: Skipped | None = None) -> pl.DataFrame:
