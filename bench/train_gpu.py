@@ -21,8 +21,8 @@ import and no ``--out`` is given, to ``<data-root>/bench/``).
    Every synthetic sentence is 62 random words, so it tokenises to exactly 62 + 2 = 64 ids: every batch is 64 wide
    with no padding and no truncation (checked before training). This is simpler and more exact than a trained BPE,
    whose merges would make lengths vary; the tokenizer's speed is that of a fast 🤗 tokenizer either way.
-4. **Throughput**: ``models.train.train`` with ``ContrastiveObjective(data="bitext_pairs", batch_size=128)`` on a
-   synthetic ``bitext_pairs`` table (unique random pairs), ``precision="auto"`` (bf16 autocast on CUDA, fp32 on the
+4. **Throughput**: ``models.training.train.train`` with ``ContrastiveObjective(data="bitext_pairs", batch_size=128)``
+   on a synthetic ``bitext_pairs`` table (unique random pairs), ``precision="auto"`` (bf16 autocast on CUDA, fp32 on the
    CPU), AdamW, clip 1.0, ``--warmup`` + ``--steps`` steps. Sentences/s = Σ sentences ÷ Σ seconds over the steps after
    the warm-up, from the trainer's own ``train_steps`` table (each step's ``.item()`` of its loss synchronises the
    device before clipping and the optimiser step, whose kernels then finish before the next step's loss is read: the
@@ -191,12 +191,13 @@ def flops_per_sentence(model: dict[str, Any], length: int = LENGTH) -> float:
 
 def run_training(model_dir: Path, table: Path, work: Path, *, batch: int, grad_cache: int | None, steps: int,
                  warmup: int, device: torch.device) -> dict[str, Any]:
-    """``models.train.train`` for ``warmup + steps`` steps; throughput over the last ``steps`` and peak memory."""
+    """``models.training.train.train`` for ``warmup + steps`` steps; throughput over the last ``steps`` and peak
+    memory."""
     import pyarrow.parquet as pq
 
     from models.objectives.contrastive import ContrastiveObjective
     from models.settings import EncoderSettings, TrainSettings
-    from models.train import train
+    from models.training.train import train
 
     settings = TrainSettings(objectives=(ContrastiveObjective(data="bitext_pairs", batch_size=batch),),
                              encoder=EncoderSettings(pretrained=str(model_dir), max_length=LENGTH, pooling="mean"),

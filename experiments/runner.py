@@ -135,7 +135,7 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     """Train, score and write one row (to ``results``, default the question's ledger folder). Returns the row."""
     import pyarrow.parquet as pq
 
-    from models.train import train
+    from models.training.train import train
 
     key = RowKey(condition.name, seed, scale)
     folder = runs / q.name / key.file_name().removesuffix(".json")

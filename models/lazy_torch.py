@@ -13,11 +13,11 @@ Why a proxy and not the standard library's ``importlib.util.LazyLoader``: a lazy
 ``sys.modules["torch"]`` breaks the first ``import torch.distributed`` made after it, because torch's own submodules
 read the half-loaded placeholder (seen: an abort "generic_type: cannot initialize type GradBucket: an object with that
 name is already defined" on torch 2.13.0+cpu / Python 3.11, and ``AttributeError: '_LazyModule' object has no attribute
-'Tensor'`` on the CUDA build / Python 3.12 — every GPU experiment row failed at ``models.distributed``). The proxy never
-enters ``sys.modules``, so every other ``import torch`` is the ordinary one.
+'Tensor'`` on the CUDA build / Python 3.12 — every GPU experiment row failed at ``models.training.distributed``). The
+proxy never enters ``sys.modules``, so every other ``import torch`` is the ordinary one.
 
 Classes that derive from a torch class at definition time (``nn.Module`` subclasses) cannot be lazy; they live in
-modules the objectives import inside their components (``models/entity_head.py``, ``models/vmsst/``).
+modules the objectives import inside their components (``models/objectives/ease/entity_head.py``, ``models/vmsst/``).
 ``torch_loaded()`` tells whether torch's import actually ran (tests of the torch-free config path use it).
 """
 

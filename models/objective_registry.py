@@ -1,10 +1,11 @@
 """The objective registry: the base of every objective's settings, and the table of objective kinds.
 
-An objective is one module, ``models/objectives/<kind>.py``, holding its settings dataclass (registered here with
-``@objective`` where it is defined), its component (batch building and forward, ``models.components.Component``) and
-its loss. Adding one is that file and its test: the registry imports every module of the ``models.objectives`` package
-(``pkgutil`` over the package's ``__path__``, names starting with ``_`` skipped) the first time a kind is asked for, so
-nothing else lists the objectives. What asks:
+An objective is one module, ``models/objectives/<kind>.py`` (or ``<kind>/__init__.py`` with the parts only it uses
+beside it, as ``ease/``), holding its settings dataclass (registered here with ``@objective`` where it is defined), its
+component (batch building and forward, ``models.training.components.Component``) and its loss. Adding one is that file
+and its test: the registry imports every module of the ``models.objectives`` package (``pkgutil`` over the package's
+``__path__``, names starting with ``_`` skipped) the first time a kind is asked for, so nothing else lists the
+objectives. What asks:
 
 * the settings reader (``models.settings_io``, for the pipeline config and for job files alike) reads the
   ``objectives`` list as a union told apart by ``kind`` whose members are ``kinds()`` — the error for an unknown kind
@@ -12,7 +13,7 @@ nothing else lists the objectives. What asks:
   ``DEFAULT_KIND``;
 * ``objective_tables`` → ``TrainSettings.tables()`` and the DAG's wiring of corpus tables to training nodes;
   ``objective_languages`` → what the report says each objective keeps of its corpora;
-* ``spec_of(o).required_rows(o)`` → ``models.components.refuse_empty_corpora``.
+* ``spec_of(o).required_rows(o)`` → ``models.training.components.refuse_empty_corpora``.
 
 The trainer builds an objective's component through the settings object itself (``Objective.build``), and the
 pipeline finds the models an objective reads besides the student (a teacher) through ``Objective.models`` /
@@ -52,7 +53,7 @@ class Objective:
 
     def build(self, name: str, tables: Mapping[str, Any], settings: Any, stream: int, device: Any,
               student: Any) -> Any:
-        """This objective's training component (a ``models.components.Component``), named ``name`` (``kind``,
+        """This objective's training component (a ``models.training.components.Component``), named ``name`` (``kind``,
         ``kind.2`` …), fed by ``tables`` (corpus table → Parquet path), for the run's ``settings``
         (``models.settings.TrainSettings``) on ``device``, training ``student`` (``models.encoder.SentenceEncoder``).
         Typed loosely here: this module sits below the components and settings it would name."""

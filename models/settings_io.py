@@ -2,8 +2,8 @@
 
 Both ways into training read their settings here: the pipeline config (``flows/config.py`` hands this module the
 ``tokenizer``, ``training`` and ``evaluation`` sections of the YAML file) and the job file of
-``python -m models.train --config FILE`` on a bare GPU machine (``read_yaml``). Unknown keys, wrong types and values out
-of range are rejected, every problem of the mapping at once, one line each, in the form
+``python -m models.training.train --config FILE`` on a bare GPU machine (``read_yaml``). Unknown keys, wrong types and
+values out of range are rejected, every problem of the mapping at once, one line each, in the form
 
     FILE:LINE: key.path: <problem> (value V); expected …
 
@@ -76,7 +76,7 @@ def read_section(cls: type[T], data: Any, file: Path | str, tree: Any = None, at
 
 
 def read_yaml(cls: type[T], path: Path | str) -> T:
-    """A whole YAML (or JSON) file read into ``cls`` — a job file of ``python -m models.train``."""
+    """A whole YAML (or JSON) file read into ``cls`` — a job file of ``python -m models.training.train``."""
     data, tree = load_yaml(path)
     return read_section(cls, data, path, tree)
 

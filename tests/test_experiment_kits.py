@@ -103,7 +103,7 @@ def test_every_figure_a_question_asks_is_computed_from_its_kits_tables(tmp_path:
     from models.encoder import SentenceEncoder
     from models.evaluation.suite import evaluate_model
     from models.settings import EncoderSettings, TokenizerSettings
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
     from pipelines.eval_sets.parallel import ParallelSource
     from pipelines.eval_sets.sts import StsbMultiMtSts

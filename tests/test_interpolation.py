@@ -34,7 +34,7 @@ TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_s
 
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("interp")
     src = (SAMPLE / "bitext" / "en-de.en").read_text().splitlines()
@@ -60,7 +60,7 @@ def _settings(corpora: dict[str, Path], **kw: object) -> TrainSettings:
 
 
 def _train(settings: TrainSettings, corpora: dict[str, Path], out: Path) -> dict:
-    from models.train import train
+    from models.training.train import train
 
     return train(settings, {"bitext_pairs": corpora["bitext_pairs"]}, out, progress=False).stats
 

@@ -25,8 +25,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A kit root whose ``me5_replication`` kit has decision sets from the sample, a start and its fine-tune."""
     from models.encoder import SentenceEncoder
     from models.objectives.contrastive import ContrastiveObjective
-    from models.tokenizer import train_tokenizer
-    from models.train import train
+    from models.training.tokenizer import train_tokenizer
+    from models.training.train import train
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
 
     root = tmp_path_factory.mktemp("sweep")

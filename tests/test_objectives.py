@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.entity_head import EntityHead
 from models.objectives.contrastive import info_nce
 from models.objectives.ease import ease_entity_loss, ease_loss
+from models.objectives.ease.entity_head import EntityHead
 from models.objectives.mpcl import mpcl_loss
 from models.objectives.simcse import simcse_loss
 from models.objectives.soft_label import (

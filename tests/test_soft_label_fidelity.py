@@ -178,9 +178,9 @@ def test_objective_default_is_the_loss_default_and_the_component_passes_it(tmp_p
         def to(self, device):
             return self
 
-    import models.teacher
+    import models.training.teacher
 
-    monkeypatch.setattr(models.teacher, "Teacher", FakeTeacher)
+    monkeypatch.setattr(models.training.teacher, "Teacher", FakeTeacher)
     losses = {}
     for m in ("transposed", "recomputed"):
         o = SoftLabelObjective(data="bitext_pairs", batch_size=8, tms=True, mono_target=m, teacher_cache=False)

@@ -44,8 +44,8 @@ KNOWN_STAGES = {
     "pipelines.bitext.sampling.build_pairs",
     "pipelines.eval_sets.build.build_eval_sets",
     "pipelines.report.build.build_report",
-    "models.tokenizer.train_tokenizer",
-    "models.train.train",
+    "models.training.tokenizer.train_tokenizer",
+    "models.training.train.train",
     "models.evaluation.suite.evaluate_model",
 }
 LAYERS = ("pipelines", "models")
@@ -132,7 +132,7 @@ def test_the_discovery_tells_a_stage_from_a_helper() -> None:
     ``out`` folder is not taken for a stage."""
 
     def run(out: Path, up: Any, ctx: Any) -> StageResult:
-        from models.components import refuse_empty_corpora  # a helper: no ``out`` parameter
+        from models.training.components import refuse_empty_corpora  # a helper: no ``out`` parameter
         from pipelines.xnli.groups import build_groups
 
         refuse_empty_corpora(None, {}, "x")

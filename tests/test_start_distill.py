@@ -101,7 +101,7 @@ def test_settings_are_read_from_a_config_and_registered() -> None:
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The sample's en-de / en-fr bitext (hive-partitioned), its XNLI dev groups and a small BPE tokenizer."""
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("distill")
     bitext = root / "bitext_pairs"
@@ -132,7 +132,7 @@ def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _train(settings: TrainSettings, corpora: dict[str, Path], out: Path) -> list[float]:
-    from models.train import train
+    from models.training.train import train
 
     res = train(settings, {k: v for k, v in corpora.items() if k != "tokenizer"}, out,
                 tokenizer_dir=corpora["tokenizer"], progress=False)
@@ -170,7 +170,7 @@ def test_the_start_is_the_teacher(tmp_path: Path, corpora: dict[str, Path]) -> N
 
 
 def test_trains_beside_mpcl_and_soft_labels(tmp_path: Path, corpora: dict[str, Path]) -> None:
-    from models.train import train
+    from models.training.train import train
 
     settings = TrainSettings(
         objectives=(MpclObjective(batch_size=4), SoftLabelObjective(batch_size=6, teacher="self"),

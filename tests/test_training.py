@@ -20,14 +20,14 @@ import yaml
 from conftest import REPO, SAMPLE
 
 from contract import StageResult
-from models.corpus_tables import CorpusError, load_groups
 from models.objectives.contrastive import ContrastiveObjective
 from models.objectives.ease import EaseObjective
 from models.objectives.mpcl import MpclObjective
 from models.objectives.simcse import SimcseObjective
 from models.objectives.soft_label import SoftLabelObjective
-from models.sampling import BatchPlan
 from models.settings import DevSettings, EncoderSettings, TokenizerSettings, TrainSettings
+from models.training.corpus_tables import CorpusError, load_groups
+from models.training.sampling import BatchPlan
 
 LANGS = ("de", "en", "es", "fr", "ru")
 TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32, dropout=0.1)
@@ -42,7 +42,7 @@ def _xnli_rows() -> dict[str, list[list[str]]]:
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """xnli_groups (hypotheses as 5-way groups; the contradiction of the same premise as negative group), a
     hive-partitioned bitext_pairs, nli_triples, EASE's hard_negatives + entity_vectors, eval tables and a tokenizer."""
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("corpora")
     rows = _xnli_rows()
@@ -114,7 +114,7 @@ def _settings(**kw) -> TrainSettings:
 
 
 def _train(settings: TrainSettings, corpora: dict[str, Path], out: Path, **kw) -> StageResult:
-    from models.train import train
+    from models.training.train import train
 
     tables = {k: v for k, v in corpora.items() if k not in ("tokenizer", "eval_tatoeba")}
     return train(settings, tables, out, tokenizer_dir=corpora["tokenizer"], progress=False,
@@ -210,7 +210,7 @@ def test_resume_reproduces_the_loss_sequence(tmp_path: Path, corpora: dict[str, 
     _train(settings, corpora, tmp_path / "straight")
     straight = _losses(tmp_path / "straight")
 
-    import models.train as train_mod
+    import models.training.train as train_mod
 
     real = train_mod.lr_at
 
@@ -234,7 +234,7 @@ def test_resume_reproduces_the_loss_sequence(tmp_path: Path, corpora: dict[str, 
 
 def test_resume_with_a_different_config_is_refused_naming_the_difference(tmp_path: Path,
                                                                          corpora: dict[str, Path]) -> None:
-    from models.checkpoints import ResumeError
+    from models.training.checkpoints import ResumeError
 
     settings = _settings(steps=2, checkpoint_every=1, keep_checkpoints=3)
     _train(settings, corpora, tmp_path / "run")
@@ -249,7 +249,7 @@ def test_resume_with_a_different_config_is_refused_naming_the_difference(tmp_pat
 def test_non_finite_loss_stops_at_the_step_and_names_the_last_good_checkpoint(
         tmp_path: Path, corpora: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import models.objectives.mpcl as comp
-    from models.train import NonFiniteLossError
+    from models.training.train import NonFiniteLossError
 
     real = comp.mpcl_loss
     calls = {"n": 0}
@@ -269,7 +269,7 @@ def test_non_finite_loss_stops_at_the_step_and_names_the_last_good_checkpoint(
 
 def test_out_of_memory_names_gradcache(tmp_path: Path, corpora: dict[str, Path],
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import models.train as train_mod
+    import models.training.train as train_mod
 
     def oom(*a, **kw):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
@@ -309,7 +309,7 @@ def test_teacher_cache_holds_only_the_drawn_texts_and_trains_as_without(tmp_path
     """The cache encodes the texts the run's batches hand the teacher (priority side; both sides for Average) and
     nothing else; the losses equal those of a run that encodes each batch on the fly."""
     from models.encoder import SentenceEncoder
-    from models.train import build_components
+    from models.training.train import build_components
 
     soft = SoftLabelObjective(data="bitext_pairs", batch_size=6, teacher="self", labels=labels)
     settings = _settings(objectives=(soft,), steps=3, grad_accumulation=2,
@@ -343,8 +343,8 @@ def test_command_line_job_file(tmp_path: Path, corpora: dict[str, Path]) -> None
             "                                  'flows', 'pipelines', 'warehouse'):\n"
             "            raise ImportError(f'{name} is not installed on this machine')\n"
             "sys.meta_path.insert(0, Block())\n"
-            "sys.argv = ['models.train', *sys.argv[1:]]\n"
-            "runpy.run_module('models.train', run_name='__main__', alter_sys=True)\n")
+            "sys.argv = ['models.training.train', *sys.argv[1:]]\n"
+            "runpy.run_module('models.training.train', run_name='__main__', alter_sys=True)\n")
     proc = subprocess.run([sys.executable, "-c", bare, "--config", str(tmp_path / "job.yaml"), "--quiet"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -352,7 +352,7 @@ def test_command_line_job_file(tmp_path: Path, corpora: dict[str, Path]) -> None
     assert (tmp_path / "out" / "model" / "modules.json").exists()
     job["settings"]["objectives"][0]["colour"] = "red"
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(job))
-    proc = subprocess.run([sys.executable, "-m", "models.train", "--config", str(tmp_path / "bad.yaml")],
+    proc = subprocess.run([sys.executable, "-m", "models.training.train", "--config", str(tmp_path / "bad.yaml")],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "settings.objectives.0.colour: unknown key" in proc.stderr
 
@@ -400,9 +400,10 @@ def test_two_gloo_processes_train_like_one_process_with_the_whole_batch(tmp_path
 @pytest.mark.slow
 def test_torchrun_two_cpu_processes_match_one_process_with_the_whole_batch(tmp_path: Path,
                                                                           corpora: dict[str, Path]) -> None:
-    """The documented launch, for real: ``torchrun --nproc-per-node 2 -m models.train --config job.yaml`` on gloo
-    (CPU) trains MPCL (all-gathered group ids) + in-batch contrastive (all-gathered negatives) with the loss sequence
-    of ``python -m models.train`` on the same job in one process; only rank 0 writes the run's tables and model."""
+    """The documented launch, for real: ``torchrun --nproc-per-node 2 -m models.training.train --config job.yaml`` on
+    gloo (CPU) trains MPCL (all-gathered group ids) + in-batch contrastive (all-gathered negatives) with the loss
+    sequence of ``python -m models.training.train`` on the same job in one process; only rank 0 writes the run's tables
+    and model."""
     settings = {"objectives": [{"kind": "mpcl", "batch_size": 4, "languages": list(LANGS)},
                                {"kind": "contrastive", "data": "bitext_pairs", "batch_size": 8}],
                 "encoder": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64,
@@ -410,9 +411,9 @@ def test_torchrun_two_cpu_processes_match_one_process_with_the_whole_batch(tmp_p
                 "steps": 4, "lr": 1e-3, "warmup_steps": 2, "seed": 3, "device": "cpu"}
     tables = {k: str(corpora[k]) for k in ("xnli_groups", "bitext_pairs")}
     outs = {}
-    for name, launcher in (("single", [sys.executable, "-m", "models.train"]),
+    for name, launcher in (("single", [sys.executable, "-m", "models.training.train"]),
                            ("torchrun", [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                         "--nproc-per-node", "2", "-m", "models.train"])):
+                                         "--nproc-per-node", "2", "-m", "models.training.train"])):
         job = {"run": name, "out": str(tmp_path / name), "tokenizer": str(corpora["tokenizer"]), "tables": tables,
                "settings": settings}
         (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(job))

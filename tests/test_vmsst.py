@@ -24,11 +24,11 @@ import pytest
 import torch
 from conftest import SAMPLE
 
-from models import distributed
 from models.encoder import SentenceEncoder
 from models.objectives.contrastive import info_nce
 from models.objectives.vmsst import VmsstObjective, default_vmsst_weight, dot_product_info_nce
 from models.settings import EncoderSettings, TokenizerSettings, TrainSettings
+from models.training import distributed
 from models.vmsst import LatentConditionedDecoder, VmsstModel
 from models.vmsst.loss import gaussian_kl, kl_annealing, sequence_nll, vmsst_loss
 
@@ -58,7 +58,7 @@ def _sample_rows() -> dict[str, list[tuple[str, str]]]:
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The sample's en-de / en-fr bitext as ``bitext_pairs`` and a BPE tokenizer trained on it."""
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("vmsst")
     rows = _sample_rows()
@@ -76,7 +76,7 @@ def _settings(objective: VmsstObjective | None = None, **kw) -> TrainSettings:
 
 
 def _component(settings: TrainSettings, corpora: dict[str, Path], tables: dict[str, Path] | None = None):
-    from models.train import build_components
+    from models.training.train import build_components
 
     torch.manual_seed(0)
     student = SentenceEncoder.from_settings(settings.encoder, corpora["tokenizer"])
@@ -87,7 +87,7 @@ def _component(settings: TrainSettings, corpora: dict[str, Path], tables: dict[s
 
 def _train(settings: TrainSettings, corpora: dict[str, Path], out: Path, tables: dict[str, Path] | None = None,
            **kw) -> dict:
-    from models.train import train
+    from models.training.train import train
 
     return train(settings, tables or {"bitext_pairs": corpora["bitext_pairs"]}, out,
                  tokenizer_dir=corpora["tokenizer"], progress=False, **kw)
@@ -592,7 +592,7 @@ def test_resume_reproduces_the_vmsst_loss_sequence(corpora: dict[str, Path], tmp
     full = _settings(steps=6, checkpoint_every=3)
     _train(full, corpora, tmp_path / "full", resume=False)
     ref = pq.read_table(tmp_path / "full" / "train_steps.parquet").column("loss").to_pylist()
-    from models.train import train
+    from models.training.train import train
 
     ckpt = tmp_path / "ckpt"
     train(dataclasses.replace(full, steps=6), {"bitext_pairs": corpora["bitext_pairs"]}, tmp_path / "part",
@@ -684,7 +684,7 @@ def test_two_gloo_ranks_give_the_single_process_gradients(corpora: dict[str, Pat
 def _toy_corpus(root: Path, n: int = 600, seed: int = 0) -> dict[str, Path]:
     """Synthetic translation pairs: ``en`` sentences of 3–6 words from 24, their ``xx`` translations word by word
     through a fixed dictionary (a different surface form per word), and a BPE tokenizer trained on both."""
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     rng = np.random.default_rng(seed)
     words = [f"w{chr(97 + i)}{chr(97 + (7 * i) % 24)}" for i in range(24)]
@@ -708,7 +708,7 @@ def test_swap_probe_separates_once_mu_sem_carries_the_meaning(tmp_path: Path) ->
     toy = _toy_corpus(tmp_path)
     o = VmsstObjective(batch_size=32, kl_anneal_steps=300, monitor_every=50)
     settings = _settings(o, steps=300, lr=3e-3, warmup_steps=20)
-    from models.train import train
+    from models.training.train import train
 
     res = train(settings, {"bitext_pairs": toy["bitext_pairs"]}, tmp_path / "run", tokenizer_dir=toy["tokenizer"],
                 progress=False)

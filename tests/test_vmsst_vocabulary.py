@@ -31,7 +31,7 @@ TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_s
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The sample's en-de / en-fr bitext as ``bitext_pairs`` (English pivots) and a BPE tokenizer trained on it."""
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     root = tmp_path_factory.mktemp("vmsst_vocabulary")
     texts = []
@@ -52,7 +52,7 @@ def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _component(objective: VmsstObjective, corpora: dict[str, Path]):
-    from models.train import build_components
+    from models.training.train import build_components
 
     settings = TrainSettings(objectives=(objective,), encoder=TINY, steps=2, lr=2e-3, warmup_steps=1, seed=5,
                              device="cpu")
@@ -222,7 +222,7 @@ def test_the_compact_output_layer_trains_everything_else_as_the_full_size_one(
     """Three AdamW steps (weight decay, clipping) with the compact output layer move the student, every other module
     and the kept rows exactly as the full-size layer restricted by a gather does (same seed, same batches); the only
     difference is the full layer's rows outside S, which only AdamW's weight decay shrinks."""
-    from models.train import _param_groups
+    from models.training.train import _param_groups
 
     runs = {}
     for mode in ("gathered", "compact"):
@@ -278,7 +278,7 @@ def test_the_compact_output_layer_trains_everything_else_as_the_full_size_one(
 
 def test_training_with_the_corpus_vocabulary_runs_and_saves_the_same_model_files(
         corpora: dict[str, Path], tmp_path: Path) -> None:
-    from models.train import train
+    from models.training.train import train
 
     out = {}
     for mode in (None, "corpus"):

@@ -2,8 +2,8 @@
 
 A run's node depends on the corpus node of every table its objectives read, on the tokenizer when it has no
 pretrained start, on ``eval_sets`` when it keeps a dev checkpoint, and on the content of its local model folders (a
-pretrained start point, a teacher). The torch code (``models.train``, ``models.tokenizer``) is imported inside the run
-functions: building the DAG — planning, validating — never pays for torch.
+pretrained start point, a teacher). The torch code (``models.training.train``, ``models.training.tokenizer``) is
+imported inside the run functions: building the DAG — planning, validating — never pays for torch.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from warehouse.artifacts import ArtifactRef
 
 def run_tokenizer(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], *,
                   settings: TokenizerSettings) -> StageResult:
-    from models.tokenizer import train_tokenizer
+    from models.training.tokenizer import train_tokenizer
 
     return train_tokenizer(settings, {t: up[t].table_path(t) for t in up}, out)
 
@@ -33,8 +33,8 @@ def run_train(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], 
               run_name: str, tables: dict[str, str], checkpoints: Path) -> StageResult:
     """``tables``: corpus table → the input (upstream node) writing it; ``checkpoints``: the folder holding every
     run's checkpoints, outside the artifact."""
-    from models.components import refuse_empty_corpora
-    from models.train import train
+    from models.training.components import refuse_empty_corpora
+    from models.training.train import train
     from warehouse.hashing import hash_obj
     from warehouse.manifest import TIMINGS_DIR
 

@@ -48,7 +48,11 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.components import (
+from models.lazy_torch import torch
+from models.objective_registry import Objective, objective
+from models.objectives.loss_parts import masked_info_nce
+from models.settings import AtLeastOne, NonNegative, PairData, Positive, pair_tables
+from models.training.components import (
     Component,
     StepBatch,
     gathered,
@@ -56,11 +60,7 @@ from models.components import (
     pair_corpus,
     text_lengths,
 )
-from models.lazy_torch import torch
-from models.objective_registry import Objective, objective
-from models.objectives.loss_parts import masked_info_nce
-from models.sampling import BatchPlan, step_rng
-from models.settings import AtLeastOne, NonNegative, PairData, Positive, pair_tables
+from models.training.sampling import BatchPlan, step_rng
 
 if TYPE_CHECKING:
     from models.encoder import SentenceEncoder

@@ -20,7 +20,7 @@ import numpy as np
 from models.lazy_torch import F, torch
 
 if TYPE_CHECKING:
-    from models.sampling import BatchPlan
+    from models.training.sampling import BatchPlan
 
 __all__ = ["DuplicateNegatives", "DuplicateTally", "check_ids", "check_matrix", "check_pair", "check_temperature",
            "cosine", "diagonal_ce", "duplicate_counts", "masked_info_nce", "same_group_mask"]

@@ -89,13 +89,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 import numpy as np
 
-from models import corpus_tables as ct
-from models.components import Component, StepBatch, gathered
 from models.lazy_torch import torch
 from models.objective_registry import Need, Objective, objective
 from models.objectives.loss_parts import check_ids, check_matrix, check_temperature, cosine
-from models.sampling import BatchPlan, step_rng
 from models.settings import AtLeastOne, NonNegative, NonNegativeInt, Positive, Range
+from models.training import corpus_tables as ct
+from models.training.components import Component, StepBatch, gathered
+from models.training.sampling import BatchPlan, step_rng
 
 if TYPE_CHECKING:
     from models.encoder import SentenceEncoder

@@ -50,13 +50,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from models import corpus_tables as ct
-from models.components import Component, StepBatch, gathered, text_lengths
 from models.lazy_torch import torch
 from models.objective_registry import Need, Objective, objective
 from models.objectives.loss_parts import DuplicateNegatives, DuplicateTally, masked_info_nce
-from models.sampling import BatchPlan
 from models.settings import AtLeastOne, NonNegative, Positive
+from models.training import corpus_tables as ct
+from models.training.components import Component, StepBatch, gathered, text_lengths
+from models.training.sampling import BatchPlan
 
 if TYPE_CHECKING:
     from models.encoder import SentenceEncoder

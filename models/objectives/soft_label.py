@@ -107,11 +107,11 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.components import Component, StepBatch, gathered, pair_corpus
 from models.lazy_torch import F, torch
 from models.objective_registry import Objective, objective
 from models.objectives.loss_parts import check_matrix, check_pair, check_temperature
 from models.settings import AtLeastOne, NonNegative, PairData, Positive, pair_tables
+from models.training.components import Component, StepBatch, gathered, pair_corpus
 
 if TYPE_CHECKING:
     from models.encoder import SentenceEncoder
@@ -187,7 +187,7 @@ class SoftLabelComponent(Component):
     def __init__(self, name: str, o: SoftLabelObjective, tables: Mapping[str, Path], settings: TrainSettings,
                  stream: int, device: torch.device, student: SentenceEncoder) -> None:
         from models.encoder import SentenceEncoder
-        from models.teacher import Teacher
+        from models.training.teacher import Teacher
 
         super().__init__(name, o, settings.seed, stream, device)
         _, self.pairs, self.plan = pair_corpus(name, o, tables, settings, stream)

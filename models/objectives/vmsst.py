@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from models.components import Component, StepBatch, gathered, pair_corpus
 from models.lazy_torch import torch
 from models.objective_registry import Objective, objective
 from models.objectives.contrastive import info_nce
@@ -47,8 +46,9 @@ from models.objectives.loss_parts import (
     diagonal_ce,
     same_group_mask,
 )
-from models.sampling import step_rng
 from models.settings import AtLeastOne, Dropout, NonNegative, NonNegativeInt, PairData, Positive, pair_tables
+from models.training.components import Component, StepBatch, gathered, pair_corpus
+from models.training.sampling import step_rng
 
 if TYPE_CHECKING:
     from models.encoder import SentenceEncoder

@@ -1,10 +1,10 @@
 """Report section ``Training``: per trained run its start model, its training languages and its training curves.
 
-A run's curves come from the tables the training stage writes (``models/train.py``): ``train_steps`` (weighted total
-loss and learning rate per step), ``train_objective_losses`` (each objective's own loss per step) and ``train_dev``
-(the dev metric every ``dev.every`` steps; ``best`` marks a new best, so the last flagged step is the exported
-checkpoint). Wall-clock columns (``seconds``, ``sentences_per_second``) are not shown: they differ between identical
-runs, and the report must be byte-identical for identical inputs.
+A run's curves come from the tables the training stage writes (``models/training/train.py``): ``train_steps`` (weighted
+total loss and learning rate per step), ``train_objective_losses`` (each objective's own loss per step) and
+``train_dev`` (the dev metric every ``dev.every`` steps; ``best`` marks a new best, so the last flagged step is the
+exported checkpoint). Wall-clock columns (``seconds``, ``sentences_per_second``) are not shown: they differ between
+identical runs, and the report must be byte-identical for identical inputs.
 
 Training languages are read from the corpora a run's objectives read (every string column named ``lang``, ``*_lang``
 or ``lang_*``), narrowed by an objective's own ``languages`` setting when it has one; they are unknown (``None``)

@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from models.corpus_tables import CorpusError, read_table
 from models.encoder import SentenceEncoder
 from models.evaluation.bitext import tatoeba_accuracy
 from models.evaluation.sts import sts_correlations
 from models.settings import DevSettings
+from models.training.corpus_tables import CorpusError, read_table
 
 log = logging.getLogger("polysent.models.dev_eval")
 

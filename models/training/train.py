@@ -1,7 +1,7 @@
 """Stage ``train``: the training engine. One run combines weighted objectives, each fed by its own corpus.
 
-    python -m models.train --config run.yaml        # a bare GPU box: torch, transformers, numpy, pyarrow, pyyaml
-    torchrun --nproc-per-node 8 -m models.train --config run.yaml
+    python -m models.training.train --config run.yaml   # a bare GPU box: torch, transformers, numpy, pyarrow, pyyaml
+    torchrun --nproc-per-node 8 -m models.training.train --config run.yaml
 
 The pipeline's ``train.<run>`` node calls the same ``train`` function. A step, nanoGPT-style and in one place:
 
@@ -44,15 +44,22 @@ import torch
 from tqdm.auto import tqdm
 
 from contract import StageResult
-from models import distributed, stage_versions
-from models.checkpoints import ResumeError, config_differences, latest_checkpoint, load_checkpoint, save_checkpoint
-from models.components import Component, objective_names
-from models.dev_eval import DevEvaluator
+from models import stage_versions
 from models.encoder import SentenceEncoder, pick_device
-from models.gradcache import embed_and_backward
 from models.pretrained import resolve_model
 from models.settings import RESUMABLE_CHANGES, TrainSettings
 from models.settings_io import SettingsError, read_yaml, to_mapping
+from models.training import distributed
+from models.training.checkpoints import (
+    ResumeError,
+    config_differences,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from models.training.components import Component, objective_names
+from models.training.dev_eval import DevEvaluator
+from models.training.gradcache import embed_and_backward
 
 log = logging.getLogger("polysent.models.train")
 STAGE_VERSION = stage_versions.TRAIN
@@ -162,7 +169,7 @@ def build_components(settings: TrainSettings, tables: Mapping[str, Path], studen
         component = o.build(name, tables, settings, stream, device, student)
         if not isinstance(component, Component):
             raise TypeError(f"objective {name}: {type(o).__name__}.build returned {type(component).__name__}, not a "
-                            "models.components.Component")
+                            "models.training.components.Component")
         out.append(component)
         log.info("objective %s: weight %g, batch %d, %d items per epoch", name, o.weight, o.batch_size,
                  component.plan.per_epoch * o.batch_size)
@@ -506,7 +513,7 @@ def load_job(path: Path) -> TrainJob:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m models.train", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m models.training.train", description=__doc__.splitlines()[0])
     p.add_argument("--config", type=Path, required=True, help="job file: settings, tables, out (YAML or JSON)")
     p.add_argument("--no-resume", action="store_true", help="start afresh even when checkpoints exist")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -3,8 +3,8 @@
 A checkpoint folder ``step-00000100/`` holds ``state.pt`` (student and objective weights, AdamW state, the CPU and
 CUDA random states, the step, the per-step history rows, the best dev score so far) and ``config.json`` (the run's
 settings). It is written under ``.tmp-step-…`` and renamed when complete, so a crash never leaves a checkpoint that
-looks whole. Batches are a pure function of (seed, step) (``models.sampling``), so restoring these states reproduces
-the loss sequence of an uninterrupted run exactly (on the same machine and software).
+looks whole. Batches are a pure function of (seed, step) (``models.training.sampling``), so restoring these states
+reproduces the loss sequence of an uninterrupted run exactly (on the same machine and software).
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ Relations:
 
 Settings (``EaseObjective``, kind ``ease``): its docstring. Inputs: ``hard_negatives`` (sentence, linked entity, its
 type-based hard negative) and ``entity_vectors`` (Wikipedia2Vec vectors that initialise the entity table of
-``models.entity_head.EntityHead``, a trainable part of this objective). Shared loss parts: ``loss_parts``.
+``models.objectives.ease.entity_head.EntityHead``, a trainable part of this objective). Shared loss parts:
+``loss_parts``.
 """
 
 from __future__ import annotations
@@ -65,8 +66,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from models import corpus_tables as ct
-from models.components import Component, StepBatch, gathered, text_lengths
 from models.lazy_torch import torch
 from models.objective_registry import Objective, objective
 from models.objectives.loss_parts import (
@@ -77,8 +76,10 @@ from models.objectives.loss_parts import (
     masked_info_nce,
 )
 from models.objectives.simcse import simcse_loss
-from models.sampling import BatchPlan
 from models.settings import AtLeastOne, NonNegative, Positive
+from models.training import corpus_tables as ct
+from models.training.components import Component, StepBatch, gathered, text_lengths
+from models.training.sampling import BatchPlan
 
 if TYPE_CHECKING:
     from models.encoder import SentenceEncoder
@@ -131,7 +132,7 @@ class EaseComponent(Component):
 
     def __init__(self, name: str, o: EaseObjective, tables: Mapping[str, Path], settings: TrainSettings,
                  stream: int, device: torch.device, student: SentenceEncoder) -> None:
-        from models.entity_head import EntityHead
+        from models.objectives.ease.entity_head import EntityHead
 
         super().__init__(name, o, settings.seed, stream, device)
         self.data = ct.load_entity_pairs(tables["hard_negatives"], tables["entity_vectors"],
@@ -163,7 +164,7 @@ class EaseComponent(Component):
         head = self.modules["entities"]
 
         def loss_fn(embs: list[torch.Tensor]) -> torch.Tensor:
-            from models import distributed
+            from models.training import distributed
 
             z1, z2 = gathered(embs)
             e = distributed.gather(head(local_ent).float())

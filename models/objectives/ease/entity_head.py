@@ -2,8 +2,8 @@
 space — ``W · E[id]``, the paper's learnable matrix W (default: a bias-free linear map), ``W · E[id] + b`` with
 ``bias``, or ``tanh(W · E[id] + b)`` as the code's ``EntityMLPLayer`` (``nonlinear=True``, ``bias=True``).
 
-Part of the EASE objective (``models/objectives/ease.py``, which builds it in its component); a module of its own
-because it derives from ``torch.nn.Module`` at definition time, and the objective modules must import without
+Part of the EASE objective (``models/objectives/ease/__init__.py``, which builds it in its component); a module of its
+own because it derives from ``torch.nn.Module`` at definition time, and the objective modules must import without
 loading torch (``models.lazy_torch``).
 """
 
