@@ -30,9 +30,14 @@ OFFLINE_ENV = {
 
 
 def _setup_env() -> None:
+    """The process's environment, set before anything else runs: Prefect's settings and the hub libraries' offline
+    mode (``pipelines.hub.settle_offline_mode``: offline unless the caller's environment says otherwise)."""
     os.environ.setdefault("PREFECT_HOME", str(Path.cwd() / ".prefect"))
     for k, v in OFFLINE_ENV.items():
         os.environ.setdefault(k, v)
+    from pipelines.hub import settle_offline_mode
+
+    settle_offline_mode()
 
 
 def _setup_logging(verbose: bool) -> None:

@@ -26,6 +26,7 @@ from flows.config import PipelineConfig
 from flows.dag import build_dag
 from flows.graph import Node
 from flows.nodes import NodeResult, RunContext, verified_hits
+from pipelines.hub import settle_offline_mode
 from warehouse.artifacts import ArtifactStore, Outcome
 from warehouse.atomic import write_bytes_atomic
 from warehouse.catalog import (
@@ -145,6 +146,7 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
     record.write(root)
     hashes = FileHashCache(root.file_hashes)
     ctx = RunContext(store=store, hashes=hashes, run_id=run_id, force=force)
+    settle_offline_mode()  # once, before the executor starts the threads that build nodes
     try:
         results = executor(nodes, ctx)
     except BaseException:

@@ -159,15 +159,15 @@ def test_objective_knowledge_stays_in_the_objective_modules() -> None:
     assert not found, "\n".join(found)
 
 
-def _prefect_patches(source: str) -> list[str]:
-    """Assignments to an attribute of anything imported from Prefect (``module.attr = …``, ``Class.attr = …``,
-    ``setattr(module, …)``, ``monkeypatch.setattr(module, …)``)."""
+def _prefect_patches(source: str, libraries: tuple[str, ...] = ("prefect",)) -> list[str]:
+    """Assignments to an attribute of anything imported from Prefect (or from ``libraries``) (``module.attr = …``,
+    ``Class.attr = …``, ``setattr(module, …)``, ``monkeypatch.setattr(module, …)``)."""
     tree = ast.parse(source)
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "prefect"}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "prefect":
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] in libraries}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in libraries:
             names |= {a.asname or a.name for a in node.names}
 
     def rooted(expr: ast.AST) -> bool:
@@ -196,6 +196,24 @@ def test_no_attribute_of_prefect_is_replaced() -> None:
                                                                   "contract", "bench")
              for path in sorted((REPO / folder).rglob("*.py"))
              for patch in _prefect_patches(path.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found)
+
+
+HUB_LIBRARIES = ("datasets", "huggingface_hub")
+
+
+def test_no_setting_of_the_hub_libraries_is_flipped_at_run_time() -> None:
+    """``datasets`` and ``huggingface_hub`` are told offline through their environment variables, once, before any
+    thread starts (``pipelines.hub.settle_offline_mode``; issue 39 item 4): nothing assigns to an attribute of theirs
+    directly (``tests/test_hub_offline.py`` catches a write by any route: it builds the hub-backed nodes at once and
+    checks what each load saw)."""
+    patch = "import datasets.config\nimport huggingface_hub.constants\ndatasets.config.HF_DATASETS_OFFLINE = True\n"
+    assert _prefect_patches(patch, HUB_LIBRARIES) == ["datasets.config.HF_DATASETS_OFFLINE"]
+    assert _prefect_patches("import datasets.config\nsetattr(datasets.config, 'HF_HUB_OFFLINE', True)\n",
+                            HUB_LIBRARIES)
+    found = [f"{path.relative_to(REPO)}: {patch}" for folder in PACKAGES
+             for path in sorted((REPO / folder).rglob("*.py"))
+             for patch in _prefect_patches(path.read_text(encoding="utf-8"), HUB_LIBRARIES)]
     assert not found, "\n".join(found)
 
 
