@@ -2,7 +2,8 @@
 (``pipelines.export.model_export``).
 
 The objective registry (``models.objective_registry``) says which corpus tables and languages each objective of the
-run read; that is the one piece of the card only ``models`` knows, so it is passed in from here.
+run read and which paper it follows (as the objective's module registers it); those are the pieces of the card only
+``models`` knows, so they are passed in from here.
 """
 
 from __future__ import annotations
@@ -17,15 +18,19 @@ from typing import Any
 
 def describe_objectives(objectives: Sequence[Mapping[str, Any]]) -> list[Any]:
     """The run's objectives (as its train manifest records them) → ``model_card.ObjectiveInfo``."""
-    from models.objective_registry import objective_languages, objective_tables
+    from models.objective_registry import objective_citation, objective_languages, objective_tables
     from models.settings import TrainSettings
     from models.settings_io import from_mapping
     from pipelines.export.model_card import ObjectiveInfo
 
     parsed = from_mapping(TrainSettings, {"objectives": list(objectives)}, "train manifest").objectives
-    return [ObjectiveInfo(kind=o.kind, settings=dict(raw), tables=list(objective_tables(o)),
-                          languages=list(objective_languages(o)))
-            for o, raw in zip(parsed, objectives, strict=True)]
+    infos = []
+    for o, raw in zip(parsed, objectives, strict=True):
+        citation = objective_citation(o)
+        infos.append(ObjectiveInfo(kind=o.kind, settings=dict(raw), tables=list(objective_tables(o)),
+                                   languages=list(objective_languages(o)), citation=citation.text if citation else "",
+                                   citation_url=citation.url if citation else ""))
+    return infos
 
 
 def interpolate(start: Path, trained: Path, alpha: float, out: Path, start_name: str,

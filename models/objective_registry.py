@@ -12,7 +12,8 @@ objectives. What asks:
   lists the registered ones (``expected one of 'contrastive', 'mpcl', …``); a mapping without ``kind`` is
   ``DEFAULT_KIND``;
 * ``objective_tables`` → ``TrainSettings.tables()`` and the DAG's wiring of corpus tables to training nodes;
-  ``objective_languages`` → what the report says each objective keeps of its corpora;
+  ``objective_languages`` → what the report says each objective keeps of its corpora; ``objective_citation`` → the
+  paper the model card cites for it;
 * ``spec_of(o).required_rows(o)`` → ``models.training.components.refuse_empty_corpora``.
 
 The trainer builds an objective's component through the settings object itself (``Objective.build``), and the
@@ -38,6 +39,16 @@ Settings = TypeVar("Settings", bound="Objective")
 Need = tuple[str, str, tuple[str, ...]]  # (table, filter column, values): rows an objective must find; () = any row
 DEFAULT_KIND = "contrastive"  # the kind of an ``objectives`` entry that names none
 OBJECTIVES_PACKAGE = "models.objectives"
+
+
+@dataclass(frozen=True)
+class Citation:
+    """The paper an objective follows: authors, year, title and venue in one line (``text``), and where to read it
+    (``url``). Defined in the objective's module and registered with it (``@objective(citation=…)``); the model card
+    cites it from there."""
+
+    text: str
+    url: str
 
 
 class Objective:
@@ -79,13 +90,15 @@ class ObjectiveSpec:
     ``tables(o)``: the corpus tables an objective with settings ``o`` reads (its DAG inputs, in a fixed order).
     ``needs(o)``: (table, column, values) the objective must find rows in before training starts; by default any row of
     each of its tables. ``languages(o)``: the languages the objective restricts itself to (empty: every language of
-    its corpora); by default its ``languages`` field, if it has one."""
+    its corpora); by default its ``languages`` field, if it has one. ``citation``: the paper it follows (none: listed
+    without one)."""
 
     kind: str
     settings: type
     tables: Callable[[Any], tuple[str, ...]]
     needs: Callable[[Any], list[Need]] | None = None
     languages: Callable[[Any], tuple[str, ...]] | None = None
+    citation: Citation | None = None
 
     def required_rows(self, o: Any) -> list[Need]:
         return self.needs(o) if self.needs is not None else [(t, "", ()) for t in self.tables(o)]
@@ -96,7 +109,8 @@ _REGISTRY: dict[str, ObjectiveSpec] = {}
 
 def register_objective(settings: type[S], *, tables: Callable[[Any], tuple[str, ...]] | tuple[str, ...],
                        needs: Callable[[Any], list[Need]] | None = None,
-                       languages: Callable[[Any], tuple[str, ...]] | None = None, replace: bool = False) -> type[S]:
+                       languages: Callable[[Any], tuple[str, ...]] | None = None, citation: Citation | None = None,
+                       replace: bool = False) -> type[S]:
     """Register the settings dataclass ``settings`` (a frozen dataclass deriving from ``Objective`` whose ``kind``
     field is ``Literal["<kind>"] = "<kind>"``, with ``weight`` and ``batch_size``, overriding ``build``) under its
     kind. ``tables``: a tuple, or a function of the settings. A kind registered twice by different classes is refused
@@ -115,15 +129,17 @@ def register_objective(settings: type[S], *, tables: Callable[[Any], tuple[str, 
         raise ValueError(f"objective kind {kind!r} is already registered ({old.settings.__module__}."
                          f"{old.settings.__name__})")
     fixed = tables if callable(tables) else (lambda _o, t=tuple(tables): t)
-    _REGISTRY[kind] = ObjectiveSpec(kind, settings, fixed, needs, languages)
+    _REGISTRY[kind] = ObjectiveSpec(kind, settings, fixed, needs, languages, citation)
     return settings
 
 
 def objective(*, tables: Callable[[Any], tuple[str, ...]] | tuple[str, ...],
               needs: Callable[[Any], list[Need]] | None = None,
-              languages: Callable[[Any], tuple[str, ...]] | None = None) -> Callable[[type[S]], type[S]]:
+              languages: Callable[[Any], tuple[str, ...]] | None = None,
+              citation: Citation | None = None) -> Callable[[type[S]], type[S]]:
     """``register_objective`` as a class decorator, written above ``@dataclass(frozen=True)``."""
-    return lambda settings: register_objective(settings, tables=tables, needs=needs, languages=languages)
+    return lambda settings: register_objective(settings, tables=tables, needs=needs, languages=languages,
+                                               citation=citation)
 
 
 def unregister_objective(kind: str) -> None:
@@ -169,6 +185,12 @@ def objective_languages(o: Any) -> tuple[str, ...]:
     """The languages an objective restricts itself to (empty: every language of its corpora)."""
     spec = spec_of(o)
     return spec.languages(o) if spec.languages is not None else tuple(getattr(o, "languages", ()))
+
+
+def objective_citation(o: Any) -> Citation | None:
+    """The paper an objective (settings, or a kind name) follows, as its module registered it; None when it names
+    none."""
+    return spec_of(o).citation
 
 
 def _kind_of(settings: type) -> str:

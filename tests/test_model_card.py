@@ -371,6 +371,12 @@ def test_card_facts_name_the_sample_and_the_papers(exported: dict[str, Any]) -> 
     assert {s["name"] for s in facts["sources"]} == {"polysent embedded sample"}
     _, body = _card(out)
     assert "arxiv.org/abs/2309.08929" in body  # MPCL
+    # each objective's paper is the one its own module registers (models/objectives/<kind>.py: CITATION)
+    from models.objectives.mpcl import CITATION as MPCL
+
+    cited = {o["kind"]: (o["citation"], o["citation_url"]) for o in facts["objectives"]}
+    assert cited["mpcl"] == (MPCL.text, MPCL.url)
+    assert f"- {MPCL.text}, {MPCL.url}" in body and f"[{MPCL.text}]({MPCL.url})" in body
     assert "sentence-transformers/all-MiniLM-L6-v2: apache-2.0" in body
     assert "different licenses" in body
 

@@ -235,6 +235,8 @@ def test_every_builtin_kind_names_a_component_and_its_tables() -> None:
         assert settings.__module__ == f"models.objectives.{kind}"
         built = getattr(module, settings.build.__annotations__["return"])
         assert isinstance(built, type) and issubclass(built, Component) and built.__module__ == settings.__module__
+        citation = registry.objective_citation(kind)  # the paper lives in the objective's module, nowhere else
+        assert citation is module.CITATION and citation.url.startswith("https://arxiv.org/abs/")
     assert registry.objective_tables(ContrastiveObjective(data="xnli_single_pairs")) == ("xnli_groups",
                                                                                        "xnli_single_pairs")
     assert registry.objective_tables(EaseObjective()) == ("hard_negatives", "entity_vectors")

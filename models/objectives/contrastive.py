@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from models.lazy_torch import torch
-from models.objective_registry import Objective, objective
+from models.objective_registry import Citation, Objective, objective
 from models.objectives.loss_parts import masked_info_nce
 from models.settings import AtLeastOne, NonNegative, PairData, Positive, pair_tables
 from models.training.components import (
@@ -69,7 +69,13 @@ if TYPE_CHECKING:
 __all__ = ["ContrastiveComponent", "ContrastiveObjective", "info_nce"]
 
 
-@objective(tables=pair_tables)
+CITATION = Citation(
+    'Gao, Yao, Chen 2021, "SimCSE: Simple Contrastive Learning of Sentence Embeddings" (EMNLP) — the '
+    "in-batch InfoNCE of its supervised form, on translation pairs",
+    "https://arxiv.org/abs/2104.08821")
+
+
+@objective(tables=pair_tables, citation=CITATION)
 @dataclass(frozen=True)
 class ContrastiveObjective(Objective):
     """In-batch InfoNCE on translation pairs (methods §1.3, §8.1): the contrastive baseline, and MPCL's "+Single"

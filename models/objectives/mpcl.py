@@ -90,7 +90,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 import numpy as np
 
 from models.lazy_torch import torch
-from models.objective_registry import Need, Objective, objective
+from models.objective_registry import Citation, Need, Objective, objective
 from models.objectives.loss_parts import check_ids, check_matrix, check_temperature, cosine
 from models.settings import AtLeastOne, NonNegative, NonNegativeInt, Positive, Range
 from models.training import corpus_tables as ct
@@ -115,7 +115,13 @@ def _needs(o: Any) -> list[Need]:
     return [("xnli_groups", "lang", tuple(o.languages))]  # rows in the objective's languages
 
 
-@objective(tables=("xnli_groups",), needs=_needs)
+CITATION = Citation(
+    'Zhao, Wu, Cai, Tsuruoka 2024, "Leveraging Multilingual Positive Instances in Contrastive Learning to'
+    ' Improve Sentence Embedding" (EACL)',
+    "https://arxiv.org/abs/2309.08929")
+
+
+@objective(tables=("xnli_groups",), needs=_needs, citation=CITATION)
 @dataclass(frozen=True)
 class MpclObjective(Objective):
     """MPCL (methods §2): ``batch_size`` translation groups per batch, ``group_members`` members of each drawn from

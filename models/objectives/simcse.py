@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from models.lazy_torch import torch
-from models.objective_registry import Need, Objective, objective
+from models.objective_registry import Citation, Need, Objective, objective
 from models.objectives.loss_parts import DuplicateNegatives, DuplicateTally, masked_info_nce
 from models.settings import AtLeastOne, NonNegative, Positive
 from models.training import corpus_tables as ct
@@ -83,7 +83,13 @@ def _needs(o: Any) -> list[Need]:
     return [(t, "", ()) for t in _tables(o)]
 
 
-@objective(tables=_tables, needs=_needs, languages=_languages)
+CITATION = Citation(
+    'Wang, Wu, Neubig 2022, "English Contrastive Learning Can Learn Universal Cross-lingual Sentence '
+    'Embeddings" (mSimCSE, EMNLP)',
+    "https://arxiv.org/abs/2211.06127")
+
+
+@objective(tables=_tables, needs=_needs, languages=_languages, citation=CITATION)
 @dataclass(frozen=True)
 class SimcseObjective(Objective):
     """mSimCSE (methods §6): the SimCSE loss (one-way, hard negatives with ``hard_negative_weight``) with its four

@@ -108,7 +108,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from models.lazy_torch import F, torch
-from models.objective_registry import Objective, objective
+from models.objective_registry import Citation, Objective, objective
 from models.objectives.loss_parts import check_matrix, check_pair, check_temperature
 from models.settings import AtLeastOne, NonNegative, PairData, Positive, pair_tables
 from models.training.components import Component, StepBatch, gathered, pair_corpus
@@ -125,7 +125,12 @@ MonoTerms = Literal["paper", "code"]
 MonoTarget = Literal["transposed", "recomputed"]
 
 
-@objective(tables=pair_tables)
+CITATION = Citation(
+    'Park et al. 2024, "Improving Multi-lingual Alignment Through Soft Contrastive Learning" (NAACL SRW)',
+    "https://arxiv.org/abs/2405.16155")
+
+
+@objective(tables=pair_tables, citation=CITATION)
 @dataclass(frozen=True)
 class SoftLabelObjective(Objective):
     """Soft-label contrastive distillation from a frozen monolingual teacher (IMASCL, methods §3, §13).

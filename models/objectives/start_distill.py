@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from models.lazy_torch import F, torch
-from models.objective_registry import Objective, objective
+from models.objective_registry import Citation, Objective, objective
 from models.objectives.loss_parts import check_pair
 from models.settings import AtLeastOne, NonNegative, PairData, pair_tables
 from models.training.components import Component, StepBatch, gathered, pair_corpus
@@ -71,7 +71,13 @@ __all__ = ["StartDistillComponent", "StartDistillObjective", "start_distill_loss
 Space = Literal["normalized", "raw"]
 
 
-@objective(tables=pair_tables)
+CITATION = Citation(
+    'Reimers, Gurevych 2020, "Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation" '
+    "(EMNLP) — here with the start model as the frozen teacher",
+    "https://arxiv.org/abs/2004.09813")
+
+
+@objective(tables=pair_tables, citation=CITATION)
 @dataclass(frozen=True)
 class StartDistillObjective(Objective):
     """Distillation to the frozen start (Reimers & Gurevych 2020; module docstring): the student's embeddings of a

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from models.lazy_torch import torch
-from models.objective_registry import Objective, objective
+from models.objective_registry import Citation, Objective, objective
 from models.objectives.contrastive import info_nce
 from models.objectives.loss_parts import (
     DuplicateNegatives,
@@ -60,7 +60,13 @@ __all__ = ["VmsstComponent", "VmsstObjective"]
 log = logging.getLogger("polysent.models.objectives.vmsst")
 
 
-@objective(tables=pair_tables)
+CITATION = Citation(
+    'Wieting, Clark, Cohen, Neubig, Berg-Kirkpatrick 2023, "Beyond Contrastive Learning: A Variational '
+    'Generative Model for Multilingual Retrieval" (VMSST, ACL)',
+    "https://arxiv.org/abs/2212.10726")
+
+
+@objective(tables=pair_tables, citation=CITATION)
 @dataclass(frozen=True)
 class VmsstObjective(Objective):
     """VMSST (Wieting et al., ACL 2023; methods §5, §13): variational source separation on translation pairs, and

@@ -48,25 +48,6 @@ FACTS_FILE = "polysent_card.json"
 AUXILIARY_TABLES = ("leakage", "bitext_filter_counts", "ease_drop_counts", "wiki_drop_counts")
 CURVE_WINDOW = 10  # steps averaged at each end of the curve
 
-# the papers behind each objective kind (methods.md §§2–6); a kind missing here is listed without a paper
-PAPERS: dict[str, tuple[str, str]] = {
-    "contrastive": ("Gao, Yao, Chen 2021, \"SimCSE: Simple Contrastive Learning of Sentence Embeddings\" (EMNLP) — "
-                    "the in-batch InfoNCE of its supervised form, on translation pairs",
-                    "https://arxiv.org/abs/2104.08821"),
-    "mpcl": ("Zhao, Wu, Cai, Tsuruoka 2024, \"Leveraging Multilingual Positive Instances in Contrastive Learning to "
-             "Improve Sentence Embedding\" (EACL)", "https://arxiv.org/abs/2309.08929"),
-    "soft_label": ("Park et al. 2024, \"Improving Multi-lingual Alignment Through Soft Contrastive Learning\" "
-                   "(NAACL SRW)", "https://arxiv.org/abs/2405.16155"),
-    "ease": ("Nishikawa, Ri, Yamada, Tsuruoka, Echizen 2022, \"EASE: Entity-Aware Contrastive Learning of Sentence "
-             "Embedding\" (NAACL)", "https://arxiv.org/abs/2205.04260"),
-    "simcse": ("Wang, Wu, Neubig 2022, \"English Contrastive Learning Can Learn Universal Cross-lingual Sentence "
-               "Embeddings\" (mSimCSE, EMNLP)", "https://arxiv.org/abs/2211.06127"),
-    "vmsst": ("Wieting, Clark, Cohen, Neubig, Berg-Kirkpatrick 2023, \"Beyond Contrastive Learning: A Variational "
-              "Generative Model for Multilingual Retrieval\" (VMSST, ACL)", "https://arxiv.org/abs/2212.10726"),
-    "start_distill": ("Reimers, Gurevych 2020, \"Making Monolingual Sentence Embeddings Multilingual using Knowledge "
-                      "Distillation\" (EMNLP) — here with the start model as the frozen teacher",
-                      "https://arxiv.org/abs/2004.09813"),
-}
 INTERPOLATION_PAPER = ("Wortsman et al. 2022, \"Robust fine-tuning of zero-shot models\" (WiSE-FT, CVPR)",
                        "https://arxiv.org/abs/2109.01903")
 INTERPOLATION_FILE = "polysent_interpolation.json"  # models.interpolation.LINEAGE_FILE
@@ -87,13 +68,16 @@ class CardError(ValueError):
 
 @dataclass
 class ObjectiveInfo:
-    """One objective of the run: its settings as trained, the corpus tables it reads and the languages it keeps
-    (empty: every language of those tables)."""
+    """One objective of the run: its settings as trained, the corpus tables it reads, the languages it keeps (empty:
+    every language of those tables) and the paper it follows (``citation``, one line, and ``citation_url``; empty: it
+    names none), as the objective's own module registers it."""
 
     kind: str
     settings: dict[str, Any]
     tables: list[str]
     languages: list[str] = field(default_factory=list)
+    citation: str = ""
+    citation_url: str = ""
 
 
 @dataclass
@@ -651,8 +635,7 @@ def _objective_rows(facts: CardFacts) -> list[str]:
     for o in facts.objectives:
         s = o.settings
         shown = ", ".join(f"{k}={_short(v)}" for k, v in s.items() if k not in ("kind", "weight", "batch_size"))
-        paper = PAPERS.get(o.kind)
-        cite = f"[{paper[0]}]({paper[1]})" if paper else "–"
+        cite = f"[{o.citation}]({o.citation_url})" if o.citation else "–"
         reads = ", ".join(o.tables) + (f" ({', '.join(o.languages)})" if o.languages else "")
         lines.append(f"| `{o.kind}` | {s.get('weight', '–')} | {s.get('batch_size', '–')} | {reads} | {shown} | "
                      f"{cite} |")
@@ -909,11 +892,19 @@ def render_card(facts: CardFacts, folder_name: str) -> str:
         *( [f"- base model {base['hub_id']}: {base.get('license') or 'no license recorded'}"]
            if base.get("hub_id") else []), "",
         "## Citation", "",
-        *[f"- {PAPERS[k][0]}, {PAPERS[k][1]}" for k in dict.fromkeys(o.kind for o in facts.objectives)
-          if k in PAPERS],
+        *_citations(facts),
         *([f"- {INTERPOLATION_PAPER[0]}, {INTERPOLATION_PAPER[1]}"] if facts.interpolation else []), "",
     ]
     return "\n".join(lines)
+
+
+def _citations(facts: CardFacts) -> list[str]:
+    """One line per objective kind of the run, in the order the kinds first appear; a kind without a paper is left
+    out."""
+    first: dict[str, ObjectiveInfo] = {}
+    for o in facts.objectives:
+        first.setdefault(o.kind, o)
+    return [f"- {o.citation}, {o.citation_url}" for o in first.values() if o.citation]
 
 
 def _hw_text(hw: Mapping[str, Any]) -> str:

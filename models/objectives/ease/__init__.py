@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from models.lazy_torch import torch
-from models.objective_registry import Objective, objective
+from models.objective_registry import Citation, Objective, objective
 from models.objectives.loss_parts import (
     DuplicateNegatives,
     DuplicateTally,
@@ -90,7 +90,13 @@ __all__ = ["EaseComponent", "EaseObjective", "ease_entity_loss", "ease_loss"]
 log = logging.getLogger("polysent.models.objectives.ease")
 
 
-@objective(tables=("hard_negatives", "entity_vectors"))
+CITATION = Citation(
+    'Nishikawa, Ri, Yamada, Tsuruoka, Echizen 2022, "EASE: Entity-Aware Contrastive Learning of Sentence '
+    'Embedding" (NAACL)',
+    "https://arxiv.org/abs/2205.04260")
+
+
+@objective(tables=("hard_negatives", "entity_vectors"), citation=CITATION)
 @dataclass(frozen=True)
 class EaseObjective(Objective):
     """EASE (methods §4): sentence ↔ linked-entity contrast on ``hard_negatives`` rows with Wikipedia2Vec-initialised
