@@ -267,6 +267,33 @@ def test_gradients_reach_both_encoders_and_reads_b_picks_the_semantic_side(corpo
     assert kls[0] == kls[2] != kls[1] and kls[3] not in (kls[0], kls[1])
 
 
+def test_the_model_is_built_from_a_typed_config_the_objective_picks(corpora: dict[str, Path]) -> None:
+    """``VmsstModel`` reads a ``VmsstModelConfig`` (issue 39): the objective's model fields and λ, nothing else of
+    the objective; the same config builds the same model whatever objective it came from."""
+    import dataclasses
+
+    from models.vmsst import VmsstModelConfig
+
+    o = VmsstObjective(variant="bitranslation", decoder_layers=2, decoder_heads=4, free_bits=0.5, kl_anneal_steps=10,
+                       decoder_embeddings="detached", dropout=0.1)
+    config = o.model_config(0.3)
+    assert config == VmsstModelConfig(elbo_weight=0.3, generative=False, decoder_layers=2, decoder_heads=4,
+                                      free_bits=0.5, kl_anneal_steps=10, decoder_embeddings="detached", dropout=0.1)
+    shared = {f.name for f in dataclasses.fields(VmsstModelConfig)} - {"elbo_weight", "generative"}
+    assert shared <= {f.name for f in dataclasses.fields(VmsstObjective)}
+    assert {n: getattr(config, n) for n in shared} == {n: getattr(o, n) for n in shared}
+    assert VmsstObjective().model_config(0.1).generative and VmsstObjective(variant="vmsst_contrastive").model_config(
+        0.1).generative
+    torch.manual_seed(0)
+    student = SentenceEncoder.from_settings(TINY, corpora["tokenizer"])
+    model = VmsstModel(student, config, ["de", "en"], max_positions=16)
+    assert model.settings is config and model.elbo_weight == 0.3 and model.decoder_embeddings == "detached"
+    assert not hasattr(model, "objective") and not hasattr(model, "decoder")  # BITRANSLATION: no ELBO decoder
+    assert len(model.translation_decoder.layers) == 2 and model.translation_decoder.layers[0].heads == 4
+    generative = VmsstModel(student, dataclasses.replace(config, generative=True), ["de", "en"], max_positions=16)
+    assert generative.shared_translation and not hasattr(generative, "translation_decoder")
+
+
 def test_both_sides_in_one_pass_give_each_sides_own_outputs(corpora: dict[str, Path]) -> None:
     """The student and the language encoder run sides a and b as one batch, right-padded to the wider side
     (``stacked_inputs``): each row's μ_sem and language encoding are those of its own side's batch."""

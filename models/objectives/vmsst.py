@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from models.encoder import SentenceEncoder
     from models.settings import TrainSettings
     from models.vmsst import SideBatch
+    from models.vmsst.model import VmsstModelConfig
 
 __all__ = ["VmsstComponent", "VmsstObjective"]
 
@@ -165,6 +166,19 @@ class VmsstObjective(Objective):
               device: torch.device, student: SentenceEncoder) -> VmsstComponent:
         return VmsstComponent(name, self, tables, settings, stream, device, student)
 
+    def model_config(self, elbo_weight: float) -> VmsstModelConfig:
+        """What ``models.vmsst.VmsstModel`` is built from: these settings' model fields, and λ = ``elbo_weight`` as
+        the component resolved it (the paper's default for a pretrained or a random-init start when unset)."""
+        from models.vmsst.model import VmsstModelConfig
+
+        return VmsstModelConfig(
+            elbo_weight=elbo_weight, generative=self.variant != "bitranslation",
+            translation_decoder=self.translation_decoder, decoder_layers=self.decoder_layers,
+            decoder_heads=self.decoder_heads, decoder_intermediate_size=self.decoder_intermediate_size,
+            language_layers=self.language_layers, dropout=self.dropout,
+            decoder_checkpointing=self.decoder_checkpointing, decoder_embeddings=self.decoder_embeddings,
+            kl_anneal_steps=self.kl_anneal_steps, free_bits=self.free_bits)
+
 
 class VmsstComponent(Component):
     """VMSST / BITRANSLATION / VMSST-CONTRASTIVE (``models/vmsst/``) on translation pairs.
@@ -254,7 +268,7 @@ class VmsstComponent(Component):
                      if len(settings.objectives) > 1 else "")
         if o.variant != "contrastive":
             output_ids = self.output_vocabulary(name, table, rows) if o.decoder_vocab_size == "corpus" else None
-            self.modules["vmsst"] = VmsstModel(student, o, self.languages, elbo_weight=self.elbo_weight,
+            self.modules["vmsst"] = VmsstModel(student, o.model_config(self.elbo_weight), self.languages,
                                                max_positions=self.max_length + 2, output_ids=output_ids).to(device)
         similarity = ("dot products" if o.contrastive_similarity == "dot"
                       else f"cosine / {o.contrastive_temperature:g}")

@@ -4,7 +4,7 @@ model — is ``models/objectives/vmsst.py``."""
 
 from models.vmsst.decoder import LatentConditionedDecoder, LatentConditionedDecoderLayer
 from models.vmsst.inference import GaussianHead, LanguageEncoder
-from models.vmsst.model import SideBatch, VmsstModel, VmsstOutput
+from models.vmsst.model import SideBatch, VmsstModel, VmsstModelConfig, VmsstOutput
 
 __all__ = [
     "GaussianHead",
@@ -13,5 +13,6 @@ __all__ = [
     "LatentConditionedDecoderLayer",
     "SideBatch",
     "VmsstModel",
+    "VmsstModelConfig",
     "VmsstOutput",
 ]

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
 import torch
 from torch import nn
@@ -62,6 +62,27 @@ from models.encoder import Dense, Normalize, SentenceEncoder, pool
 from models.vmsst.decoder import LatentConditionedDecoder, lookup_rows
 from models.vmsst.inference import GaussianHead, LanguageEncoder
 from models.vmsst.loss import gaussian_kl, kl_annealing, vmsst_loss
+
+
+@dataclass(frozen=True)
+class VmsstModelConfig:
+    """The settings :class:`VmsstModel` is built from, picked out of the objective's
+    (``models.objectives.vmsst.VmsstObjective.model_config``; each field means what the objective's field of that name
+    does). ``generative``: VMSST's language variables, reconstruction decoder and KL terms (False: BITRANSLATION, the
+    translation terms alone). A size left None follows the semantic encoder's backbone."""
+
+    elbo_weight: float
+    generative: bool = True
+    translation_decoder: Literal["shared", "separate"] = "shared"
+    decoder_layers: int = 1
+    decoder_heads: int | None = None
+    decoder_intermediate_size: int | None = None
+    language_layers: int | None = None
+    dropout: float = 0.0
+    decoder_checkpointing: bool = False
+    decoder_embeddings: Literal["shared", "detached", "own"] = "shared"
+    kl_anneal_steps: int = 1_000_000
+    free_bits: float = 0.0
 
 
 @dataclass
@@ -120,19 +141,18 @@ class VmsstModel(nn.Module):
     output layers hold; None for the full vocabulary. ``decoder_table``: the decoders' own word-embedding table
     (``decoder_embeddings: own`` only)."""
 
-    def __init__(self, semantic: SentenceEncoder, objective: Any, languages: Sequence[str], *,
-                 elbo_weight: float, max_positions: int,
-                 output_ids: Sequence[int] | torch.Tensor | None = None) -> None:
+    def __init__(self, semantic: SentenceEncoder, settings: VmsstModelConfig, languages: Sequence[str], *,
+                 max_positions: int, output_ids: Sequence[int] | torch.Tensor | None = None) -> None:
         super().__init__()
-        o = objective  # the VMSST settings (models.objectives.vmsst.VmsstObjective; typed loosely: no import back up)
+        o = settings
         config = semantic.backbone.config
         dim = int(config.hidden_size)
         latent = semantic_projection(semantic).out_features
         heads = o.decoder_heads or int(getattr(config, "num_attention_heads", 4))
         ffn = o.decoder_intermediate_size or int(getattr(config, "intermediate_size", 4 * dim))
         vocab = semantic.backbone.get_input_embeddings().num_embeddings
-        self.objective, self.languages, self.elbo_weight = o, tuple(languages), elbo_weight
-        self.generative = o.variant != "bitranslation"
+        self.settings, self.languages, self.elbo_weight = o, tuple(languages), o.elbo_weight
+        self.generative = o.generative
         self.shared_translation = self.generative and o.translation_decoder == "shared"
         self.language_embeddings = nn.Embedding(len(self.languages), dim)
         nn.init.normal_(self.language_embeddings.weight, std=0.02)
@@ -147,7 +167,7 @@ class VmsstModel(nn.Module):
                 intermediate_size=ffn, dropout=o.dropout, max_positions=max_positions + 1)
             self.language_head = GaussianHead(dim, latent)
             self.decoder = LatentConditionedDecoder(vocab, dim, 2 * latent, **decoder)
-        self.decoder_embeddings = getattr(o, "decoder_embeddings", "shared")
+        self.decoder_embeddings = o.decoder_embeddings
         if self.decoder_embeddings not in ("shared", "detached", "own"):
             raise ValueError(f"vmsst: decoder_embeddings must be shared, detached or own, got "
                              f"{self.decoder_embeddings!r}")
@@ -264,10 +284,10 @@ class VmsstModel(nn.Module):
                                            prefix=prefix_a, index=a.target_index)
                           + self.decoder.nll(inputs, lang_b, b.targets, b.target_mask, torch.cat([z_lb, z_sem], 1),
                                              prefix=prefix_b, index=b.target_index))
-        free = self.objective.free_bits
+        free = self.settings.free_bits
         kl_sem = gaussian_kl(mu_s, logvar_s, free)
         kl_lang = gaussian_kl(mu_la, logvar_la, free) + gaussian_kl(mu_lb, logvar_lb, free)
-        beta = kl_annealing(update, self.objective.kl_anneal_steps)
+        beta = kl_annealing(update, self.settings.kl_anneal_steps)
         loss = vmsst_loss(translation, reconstruction, kl_sem + kl_lang, elbo_weight=self.elbo_weight, beta=beta)
         metrics.update({
             "translation_nll": translation.detach().mean() / 2,
