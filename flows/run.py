@@ -120,6 +120,18 @@ def _warehouse_file_current(root: DataRoot, before: tuple[str, int]) -> bool:
     return fresh
 
 
+@dataclass
+class OpenRun:
+    """A run under way: its data root, artifact store, input-file digests, record (``runs``) and the context nodes
+    are built in."""
+
+    root: DataRoot
+    store: ArtifactStore
+    hashes: FileHashCache
+    record: RunRecord
+    ctx: RunContext
+
+
 def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, force: bool = False,
                  run_id: str | None = None, nodes: Mapping[str, Node] | None = None,
                  reuse_warehouse: bool = False) -> RunSummary:
@@ -130,9 +142,31 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
     """
     t0 = time.perf_counter()
     nodes = build_dag(cfg) if nodes is None else nodes
+    refuse_missing_inputs(nodes, config_path)
+    run = open_run(cfg, config_path, nodes, run_id, force)
+    settle_offline_mode()  # once, before the executor starts the threads that build nodes
+    results = build_nodes(run, nodes, executor, t0)
+    record_node_outcomes(run, results)
+    views_before = _views_snapshot(run.root) if reuse_warehouse else None
+    set_current(run.root, {name: r.ref for name, r in results.items()})
+    report = copy_report(run.root, results, cfg.name)
+    close_run(run, results, t0)
+    write_warehouse(run.root, views_before)
+    return RunSummary(run.record.run_id, results, run.root, run.record.seconds, report)
+
+
+def refuse_missing_inputs(nodes: Mapping[str, Node], config_path: Path) -> None:
+    """Refuse before any node starts, rather than fail halfway through the DAG: FileNotFoundError naming every input
+    file of ``nodes`` that does not exist."""
     missing = missing_inputs(nodes, config_path)
-    if missing:  # refuse before any node starts, rather than fail halfway through the DAG
+    if missing:
         raise FileNotFoundError(missing)
+
+
+def open_run(cfg: PipelineConfig, config_path: Path, nodes: Mapping[str, Node], run_id: str | None,
+             force: bool) -> OpenRun:
+    """The data root made ready (half-written artifacts swept, earlier runs whose process died marked ``killed``) and
+    the run recorded as started."""
     root = DataRoot.at(cfg.data_root)
     store = ArtifactStore(root)
     store.sweep_tmp()
@@ -145,52 +179,74 @@ def run_pipeline(cfg: PipelineConfig, config_path: Path, executor: Executor, for
                        started_at=dt.datetime.now(dt.UTC), nodes_total=len(nodes))
     record.write(root)
     hashes = FileHashCache(root.file_hashes)
-    ctx = RunContext(store=store, hashes=hashes, run_id=run_id, force=force)
-    settle_offline_mode()  # once, before the executor starts the threads that build nodes
+    return OpenRun(root, store, hashes, record, RunContext(store=store, hashes=hashes, run_id=run_id, force=force))
+
+
+def build_nodes(run: OpenRun, nodes: Mapping[str, Node], executor: Executor, t0: float) -> dict[str, NodeResult]:
+    """Every node's result from ``executor``; when it fails, the run is recorded as failed and the error raised."""
     try:
-        results = executor(nodes, ctx)
+        return executor(nodes, run.ctx)
     except BaseException:
+        record = run.record
         record.status = "failed"
         record.finished_at = dt.datetime.now(dt.UTC)
         record.seconds = time.perf_counter() - t0
         # Bookkeeping must not replace the error that failed the run: with a full disk (tests/faults) writing the run
         # record fails too, and that second OSError used to surface instead of the node's (naming runs/…parquet).
         try:
-            record_unfinished_run(root, record)  # counts the nodes it built before the failure
-            hashes.save()
+            record_unfinished_run(run.root, record)  # counts the nodes it built before the failure
+            run.hashes.save()
         except OSError as book:
-            log.warning("could not record run %s as failed (%s); the next run marks it 'killed'", run_id, book)
+            log.warning("could not record run %s as failed (%s); the next run marks it 'killed'", record.run_id,
+                        book)
         raise
-    hashes.save()
-    write_run_nodes(root, run_id, [
+
+
+def record_node_outcomes(run: OpenRun, results: Mapping[str, NodeResult]) -> None:
+    """The input-file digests saved for the next run, and one ``run_nodes`` row per node."""
+    run.hashes.save()
+    write_run_nodes(run.root, run.record.run_id, [
         {"node": r.node, "stage": r.ref.stage, "artifact_key": r.ref.key, "outcome": r.outcome.value,
          "seconds": round(r.seconds, 3)} for r in results.values()])
-    views_before = _views_snapshot(root) if reuse_warehouse else None
-    set_current(root, {name: r.ref for name, r in results.items()})
-    report = None
-    if "report" in results:
-        art = results["report"].ref.path
-        # the Markdown links its plots relatively: point the copies at the artifact's plots folder
-        plots = os.path.relpath(art / "plots", root.reports).replace(os.sep, "/")
-        text = (art / "report.md").read_text(encoding="utf-8").replace("](plots/", f"]({plots}/").encode()
-        report = root.reports / "latest.md"
-        write_bytes_atomic(report, text)
-        write_bytes_atomic(root.reports / f"{cfg.name}.md", text)
-        if (art / "report.html").exists():  # self-contained (inline SVG)
-            html = (art / "report.html").read_bytes()
-            write_bytes_atomic(root.reports / "latest.html", html)
-            write_bytes_atomic(root.reports / f"{cfg.name}.html", html)
+
+
+def copy_report(root: DataRoot, results: Mapping[str, NodeResult], pipeline: str) -> Path | None:
+    """The report node's Markdown (and HTML) copied to ``reports/latest.*`` and ``reports/<pipeline>.*``; the path of
+    ``latest.md``, or None when the run has no report node."""
+    if "report" not in results:
+        return None
+    art = results["report"].ref.path
+    # the Markdown links its plots relatively: point the copies at the artifact's plots folder
+    plots = os.path.relpath(art / "plots", root.reports).replace(os.sep, "/")
+    text = (art / "report.md").read_text(encoding="utf-8").replace("](plots/", f"]({plots}/").encode()
+    report = root.reports / "latest.md"
+    write_bytes_atomic(report, text)
+    write_bytes_atomic(root.reports / f"{pipeline}.md", text)
+    if (art / "report.html").exists():  # self-contained (inline SVG)
+        html = (art / "report.html").read_bytes()
+        write_bytes_atomic(root.reports / "latest.html", html)
+        write_bytes_atomic(root.reports / f"{pipeline}.html", html)
+    return report
+
+
+def close_run(run: OpenRun, results: Mapping[str, NodeResult], t0: float) -> None:
+    """The run recorded as completed, with the nodes it built and the nodes it found."""
+    record = run.record
     record.status = "completed"
     record.finished_at = dt.datetime.now(dt.UTC)
     record.nodes_built = sum(r.outcome is not Outcome.HIT for r in results.values())
     record.nodes_hit = sum(r.outcome is Outcome.HIT for r in results.values())
     record.seconds = time.perf_counter() - t0
-    record.write(root)
+    record.write(run.root)
+
+
+def write_warehouse(root: DataRoot, views_before: tuple[str, int] | None) -> None:
+    """``warehouse.duckdb`` rewritten, unless ``views_before`` (a run that built nothing) shows it holds the views
+    ``set_current`` just wrote already."""
     if views_before is not None and _warehouse_file_current(root, views_before):
         log.debug("%s holds these views already; not rewritten", root.duckdb_file)
     else:
         write_duckdb_file(root)
-    return RunSummary(run_id, results, root, record.seconds, report)
 
 
 def summary_dict(s: RunSummary) -> dict:
