@@ -16,7 +16,8 @@ objectives. What asks:
   paper the model card cites for it;
 * ``spec_of(o).required_rows(o)`` → ``models.training.components.refuse_empty_corpora``.
 
-The trainer builds an objective's component through the settings object itself (``Objective.build``), and the
+The trainer builds an objective's component through the settings object itself (``Objective.build``: the component
+class that declared ``builds=`` the settings class), and the
 pipeline finds the models an objective reads besides the student (a teacher) through ``Objective.models`` /
 ``Objective.with_models``: no code outside an objective's module tests its kind or its fields.
 
@@ -55,8 +56,9 @@ class Objective:
     """Base of every objective's settings dataclass (no fields of its own, so each dataclass keeps its field order;
     field order and defaults are part of every training cache key through ``dataclasses.asdict``).
 
-    A subclass is a frozen dataclass with ``kind: Literal["<kind>"] = "<kind>"``, ``weight`` and ``batch_size``, and
-    overrides ``build``. ``models``/``with_models``: the model ids it reads besides the student (none by default)."""
+    A subclass is a frozen dataclass with ``kind: Literal["<kind>"] = "<kind>"``, ``weight`` and ``batch_size``; its
+    component class names it (``class <Kind>Component(Component, builds=<Kind>Objective)``), and ``build`` constructs
+    that class. ``models``/``with_models``: the model ids it reads besides the student (none by default)."""
 
     kind: str
     weight: float
@@ -64,11 +66,17 @@ class Objective:
 
     def build(self, name: str, tables: Mapping[str, Any], settings: Any, stream: int, device: Any,
               student: Any) -> Any:
-        """This objective's training component (a ``models.training.components.Component``), named ``name`` (``kind``,
-        ``kind.2`` …), fed by ``tables`` (corpus table → Parquet path), for the run's ``settings``
-        (``models.settings.TrainSettings``) on ``device``, training ``student`` (``models.encoder.SentenceEncoder``).
-        Typed loosely here: this module sits below the components and settings it would name."""
-        raise NotImplementedError(f"objective {self.kind!r}: {type(self).__name__} must define build()")
+        """This objective's training component (a ``models.training.components.Component``), named ``name``
+        (``kind``, ``kind.2`` …), fed by ``tables`` (corpus table → Parquet path), for the run's ``settings``
+        (``models.settings.TrainSettings``) on ``device``, training ``student`` (``models.encoder.SentenceEncoder``):
+        the component class bound to this settings class (``component_of``), constructed from exactly these. Typed
+        loosely here: this module sits below the components and settings it would name."""
+        component = component_of(type(self))
+        if component is None:
+            raise NotImplementedError(
+                f"objective {self.kind!r}: no component builds {type(self).__name__}; declare "
+                f"class <Kind>Component(Component, builds={type(self).__name__}) in its module")
+        return component(name, self, tables, settings, stream, device, student)
 
     def models(self) -> dict[str, str]:
         """role → model id of every model the objective loads besides the student (``teacher`` …)."""
@@ -105,6 +113,25 @@ class ObjectiveSpec:
 
 
 _REGISTRY: dict[str, ObjectiveSpec] = {}
+_COMPONENTS: dict[type, type] = {}  # settings class → the component class that builds it
+
+
+def bind_component(settings: type, component: type) -> None:
+    """Make ``component`` the class ``settings.build`` constructs. Called by ``models.training.components.Component``
+    for each subclass declared ``class <Kind>Component(Component, builds=<Kind>Objective)``; a second class naming the
+    same settings is refused."""
+    if not (isinstance(settings, type) and issubclass(settings, Objective)):
+        raise TypeError(f"{component.__name__}: builds={settings!r} is not an objective's settings class")
+    old = _COMPONENTS.get(settings)
+    if old is not None and old is not component:
+        raise ValueError(f"{component.__name__}: {settings.__name__} is built by {old.__module__}.{old.__name__} "
+                         "already")
+    _COMPONENTS[settings] = component
+
+
+def component_of(settings: type) -> type | None:
+    """The component class that builds the objective ``settings`` (a settings class), or None when none is bound."""
+    return _COMPONENTS.get(settings)
 
 
 def register_objective(settings: type[S], *, tables: Callable[[Any], tuple[str, ...]] | tuple[str, ...],
@@ -112,9 +139,9 @@ def register_objective(settings: type[S], *, tables: Callable[[Any], tuple[str, 
                        languages: Callable[[Any], tuple[str, ...]] | None = None, citation: Citation | None = None,
                        replace: bool = False) -> type[S]:
     """Register the settings dataclass ``settings`` (a frozen dataclass deriving from ``Objective`` whose ``kind``
-    field is ``Literal["<kind>"] = "<kind>"``, with ``weight`` and ``batch_size``, overriding ``build``) under its
-    kind. ``tables``: a tuple, or a function of the settings. A kind registered twice by different classes is refused
-    unless ``replace``."""
+    field is ``Literal["<kind>"] = "<kind>"``, with ``weight`` and ``batch_size``) under its kind. ``tables``: a
+    tuple, or a function of the settings. A kind registered twice by different classes is refused unless
+    ``replace``."""
     kind = _kind_of(settings)
     if not (isinstance(settings, type) and issubclass(settings, Objective)):
         raise TypeError(f"objective {kind!r}: {settings.__name__} must derive from models.objective_registry.Objective")
@@ -122,8 +149,6 @@ def register_objective(settings: type[S], *, tables: Callable[[Any], tuple[str, 
     if missing := sorted({"weight", "batch_size"} - names):
         raise TypeError(f"objective {kind!r}: {settings.__name__} lacks the field(s) {missing} every objective has "
                         "(the trainer weighs its loss and logs its batch)")
-    if settings.build is Objective.build:
-        raise TypeError(f"objective {kind!r}: {settings.__name__} must define build() returning its component")
     old = _REGISTRY.get(kind)
     if old is not None and not replace and old.settings is not settings:
         raise ValueError(f"objective kind {kind!r} is already registered ({old.settings.__module__}."
@@ -143,8 +168,10 @@ def objective(*, tables: Callable[[Any], tuple[str, ...]] | tuple[str, ...],
 
 
 def unregister_objective(kind: str) -> None:
-    """Remove a kind (a test's toy objective, a plug-in unloaded)."""
-    _REGISTRY.pop(kind, None)
+    """Remove a kind and its component (a test's toy objective, a plug-in unloaded)."""
+    spec = _REGISTRY.pop(kind, None)
+    if spec is not None:
+        _COMPONENTS.pop(spec.settings, None)
 
 
 def discover() -> None:

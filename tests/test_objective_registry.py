@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from models.training import corpus_tables as ct
-from models.training.components import Component, StepBatch
 from models.lazy_torch import F, torch
 from models.objective_registry import Objective, objective
-from models.training.sampling import BatchPlan
 from models.settings import AtLeastOne, NonNegative, Positive
+from models.training import corpus_tables as ct
+from models.training.components import Component, StepBatch
+from models.training.sampling import BatchPlan
 
 
 @objective(tables=("bitext_pairs",))
@@ -53,13 +53,10 @@ class ToyObjective(Objective):
     batch_size: AtLeastOne = 4
     margin: Positive = 0.5
 
-    def build(self, name, tables, settings, stream, device, student):
-        return ToyComponent(name, self, tables, settings, stream, device)
 
-
-class ToyComponent(Component):
+class ToyComponent(Component, builds=ToyObjective):
     def __init__(self, name: str, o: ToyObjective, tables: Mapping[str, Path], settings, stream: int,
-                 device) -> None:
+                 device, student) -> None:
         super().__init__(name, o, settings.seed, stream, device)
         self.pairs = ct.load_bitext_pairs(tables["bitext_pairs"])
         self.plan = BatchPlan(len(self.pairs), o.batch_size, settings.seed + stream, what=f"objective {name}")
@@ -204,8 +201,27 @@ def test_unregistered_kinds_are_refused_and_registration_is_checked(tmp_path: Pa
         weight: float = 1.0
         batch_size: int = 1
 
-    with pytest.raises(TypeError, match=r"must define build\(\) returning its component"):
-        registry.register_objective(NoBuild, tables=())
+    from models.training.components import Component
+
+    registry.register_objective(NoBuild, tables=())  # registered; built only once a component names it
+    try:
+        with pytest.raises(NotImplementedError, match=r"no component builds NoBuild; declare class <Kind>Component"
+                                                      r"\(Component, builds=NoBuild\)"):
+            NoBuild().build("nobuild", {}, None, 0, "cpu", None)
+
+        class NoBuildComponent(Component, builds=NoBuild):
+            def __init__(self, *args: object) -> None:
+                self.args = args
+
+        built = NoBuild().build("nobuild", {"t": Path("t")}, "settings", 3, "cpu", "student")
+        assert isinstance(built, NoBuildComponent) and built.args == (
+            "nobuild", NoBuild(), {"t": Path("t")}, "settings", 3, "cpu", "student")
+        with pytest.raises(ValueError, match=r"NoBuild is built by .*NoBuildComponent already"):
+            type("Second", (Component,), {}, builds=NoBuild)
+        with pytest.raises(TypeError, match="is not an objective's settings class"):
+            type("Stray", (Component,), {}, builds=dict)
+    finally:
+        registry.unregister_objective("nobuild")
 
     @dataclass(frozen=True)
     class Again(Objective):
@@ -233,8 +249,9 @@ def test_every_builtin_kind_names_a_component_and_its_tables() -> None:
     for kind, settings in kinds.items():  # each defined, with its component, in models/objectives/<kind>.py
         module = sys.modules[settings.__module__]
         assert settings.__module__ == f"models.objectives.{kind}"
-        built = getattr(module, settings.build.__annotations__["return"])
+        built = registry.component_of(settings)  # declared beside the settings: class …(Component, builds=…)
         assert isinstance(built, type) and issubclass(built, Component) and built.__module__ == settings.__module__
+        assert settings.build is Objective.build  # no objective forwards to its component by hand
         citation = registry.objective_citation(kind)  # the paper lives in the objective's module, nowhere else
         assert citation is module.CITATION and citation.url.startswith("https://arxiv.org/abs/")
     assert registry.objective_tables(ContrastiveObjective(data="xnli_single_pairs")) == ("xnli_groups",

@@ -93,18 +93,14 @@ class ContrastiveObjective(Objective):
     hard_negative_weight: float = 0.0
     language_pair_batches: bool = False
 
-    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
-              device: torch.device, student: SentenceEncoder) -> ContrastiveComponent:
-        return ContrastiveComponent(name, self, tables, settings, stream, device)
 
-
-class ContrastiveComponent(Component):
+class ContrastiveComponent(Component, builds=ContrastiveObjective):
     """Contrastive InfoNCE (+ optional XNLI hard negatives) on pairs, or on two members of each XNLI group."""
 
     objective: ContrastiveObjective
 
     def __init__(self, name: str, o: ContrastiveObjective, tables: Mapping[str, Path], settings: TrainSettings,
-                 stream: int, device: torch.device) -> None:
+                 stream: int, device: torch.device, student: SentenceEncoder | None = None) -> None:
         super().__init__(name, o, settings.seed, stream, device)
         if o.hard_negatives and o.data != "xnli_groups":
             raise ValueError(f"objective {name}: hard_negatives needs data: xnli_groups (its contradiction groups)")

@@ -159,19 +159,15 @@ class MpclObjective(Objective):
     hard_negatives: bool = False
     hard_negative_groups: HardNegativeGroups = "with_contradiction"
 
-    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
-              device: torch.device, student: SentenceEncoder) -> MpclComponent:
-        return MpclComponent(name, self, tables, settings, stream, device)
 
-
-class MpclComponent(Component):
+class MpclComponent(Component, builds=MpclObjective):
     """MPCL (``mpcl_loss``) on XNLI translation groups; with ``split_pairs`` the paper's "+Single" baseline
     through the same loss, scaling and sentences per step."""
 
     objective: MpclObjective
 
     def __init__(self, name: str, o: MpclObjective, tables: Mapping[str, Path], settings: TrainSettings,
-                 stream: int, device: torch.device) -> None:
+                 stream: int, device: torch.device, student: SentenceEncoder | None = None) -> None:
         super().__init__(name, o, settings.seed, stream, device)
         if o.group_members is not None and o.group_members < 2:
             raise ValueError(f"objective {name}: group_members must be ≥ 2 (an anchor and a positive) or null for "

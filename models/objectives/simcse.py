@@ -109,16 +109,12 @@ class SimcseObjective(Objective):
     hard_negative_weight: float = 0.0
     duplicate_negatives: DuplicateNegatives = "keep"
 
-    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
-              device: torch.device, student: SentenceEncoder) -> SimcseComponent:
-        return SimcseComponent(name, self, tables, settings, stream, device)
 
-
-class SimcseComponent(Component):
+class SimcseComponent(Component, builds=SimcseObjective):
     objective: SimcseObjective
 
     def __init__(self, name: str, o: SimcseObjective, tables: Mapping[str, Path], settings: TrainSettings,
-                 stream: int, device: torch.device) -> None:
+                 stream: int, device: torch.device, student: SentenceEncoder | None = None) -> None:
         super().__init__(name, o, settings.seed, stream, device)
         self.triples: ct.Triples | None = None
         self.sentences: ct.Sentences | None = None

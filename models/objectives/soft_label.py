@@ -172,10 +172,6 @@ class SoftLabelObjective(Objective):
     language_pair_batches: bool = True
     teacher_cache: bool = True
 
-    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
-              device: torch.device, student: SentenceEncoder) -> SoftLabelComponent:
-        return SoftLabelComponent(name, self, tables, settings, stream, device, student)
-
     def models(self) -> dict[str, str]:
         return {} if self.teacher == "self" else {"teacher": self.teacher}
 
@@ -183,7 +179,7 @@ class SoftLabelObjective(Objective):
         return self if self.teacher == "self" else dataclasses.replace(self, teacher=resolve("teacher", self.teacher))
 
 
-class SoftLabelComponent(Component):
+class SoftLabelComponent(Component, builds=SoftLabelObjective):
     """Soft-label distillation on pairs: the frozen teacher (a model, or ``self``: a copy of the student's start)
     labels each batch; the student's two sides are trained against those labels."""
 

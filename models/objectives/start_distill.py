@@ -103,10 +103,6 @@ class StartDistillObjective(Objective):
     language_pair_batches: bool = False
     teacher_cache: bool = True
 
-    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
-              device: torch.device, student: SentenceEncoder) -> StartDistillComponent:
-        return StartDistillComponent(name, self, tables, settings, stream, device, student)
-
     def models(self) -> dict[str, str]:
         return {} if self.teacher == "self" else {"teacher": self.teacher}
 
@@ -114,7 +110,7 @@ class StartDistillObjective(Objective):
         return self if self.teacher == "self" else dataclasses.replace(self, teacher=resolve("teacher", self.teacher))
 
 
-class StartDistillComponent(Component):
+class StartDistillComponent(Component, builds=StartDistillObjective):
     """Pairs of the ``data`` table; the frozen teacher embeds each batch's sources, the student both sides."""
 
     objective: StartDistillObjective

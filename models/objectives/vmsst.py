@@ -162,10 +162,6 @@ class VmsstObjective(Objective):
     monitor_every: NonNegativeInt = 50
     language_pair_batches: bool = False
 
-    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
-              device: torch.device, student: SentenceEncoder) -> VmsstComponent:
-        return VmsstComponent(name, self, tables, settings, stream, device, student)
-
     def model_config(self, elbo_weight: float) -> VmsstModelConfig:
         """What ``models.vmsst.VmsstModel`` is built from: these settings' model fields, and λ = ``elbo_weight`` as
         the component resolved it (the paper's default for a pretrained or a random-init start when unset)."""
@@ -180,7 +176,7 @@ class VmsstObjective(Objective):
             kl_anneal_steps=self.kl_anneal_steps, free_bits=self.free_bits)
 
 
-class VmsstComponent(Component):
+class VmsstComponent(Component, builds=VmsstObjective):
     """VMSST / BITRANSLATION / VMSST-CONTRASTIVE (``models/vmsst/``) on translation pairs.
 
     Loss of a batch (per pair, averaged over the global batch): L_VMSST = translation terms + λ·ELBO

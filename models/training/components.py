@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from models.lazy_torch import torch
-from models.objective_registry import Objective, spec_of
+from models.objective_registry import Objective, bind_component, spec_of
 from models.training import corpus_tables as ct
 from models.training.sampling import BatchPlan
 
@@ -56,13 +56,19 @@ class Component:
     """One weighted objective on one corpus; ``reports_metrics``: its direct batches return metrics for
     ``train_steps``.
 
-    A subclass is built by its settings' ``build`` (``Objective.build``) as ``cls(name, objective, tables, settings,
-    stream, device, student)``, calls this ``__init__`` and sets ``self.plan`` (its ``BatchPlan``) and ``batch``.
+    A subclass names the settings class it builds — ``class <Kind>Component(Component, builds=<Kind>Objective)`` —
+    and is built by those settings' ``build`` (``Objective.build``) as ``cls(name, objective, tables, settings,
+    stream, device, student)``; it calls this ``__init__`` and sets ``self.plan`` (its ``BatchPlan``) and ``batch``.
     ``modules`` holds the objective's own trainable parameters (EASE's entity table and W, VMSST's decoders)."""
 
     plan: BatchPlan
 
     reports_metrics = False
+
+    def __init_subclass__(cls, *, builds: type[Objective] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if builds is not None:
+            bind_component(builds, cls)
 
     def __init__(self, name: str, objective: Objective, seed: int, stream: int, device: torch.device) -> None:
         from models.training import distributed

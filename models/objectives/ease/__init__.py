@@ -124,12 +124,8 @@ class EaseObjective(Objective):
     duplicate_negatives: DuplicateNegatives = "keep"
     seed: int = 0
 
-    def build(self, name: str, tables: Mapping[str, Path], settings: TrainSettings, stream: int,
-              device: torch.device, student: SentenceEncoder) -> EaseComponent:
-        return EaseComponent(name, self, tables, settings, stream, device, student)
 
-
-class EaseComponent(Component):
+class EaseComponent(Component, builds=EaseObjective):
     """EASE on ``hard_negatives`` rows: two dropout views of each sentence (SimCSE) and the sentence against its
     entity and the entity's type-based hard negative through the trainable entity head. Same-text and same-entity
     rows of a batch are counted (``DuplicateTally``) and, with ``duplicate_negatives: mask``, masked."""
