@@ -12,7 +12,8 @@ from conftest import SAMPLE
 from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
 from pipelines.nli.sources import NliFileSource
 from pipelines.nli.triples import NliTripleSettings, build_triples
-from pipelines.xnli.groups import LANGUAGE_PRESETS, XnliSettings, build_groups
+from pipelines.xnli.groups import XnliSettings, build_groups
+from pipelines.xnli.languages import LANGUAGE_PRESETS
 from pipelines.xnli.sources import XNLI_LANGUAGES, XnliSource
 
 SAMPLE_XNLI = XnliSource(dir=SAMPLE / "xnli")

@@ -79,21 +79,28 @@ def _folder(folder: Path, what: str) -> Path:
     return folder
 
 
+def _split_files_by_language(folder: Path, suffix: str, languages: Sequence[str], splits: Sequence[str],
+                             what: str) -> dict[tuple[str, str], Path]:
+    """(lang, split) → ``{lang}/{split}{suffix}`` in the layout MTOP and SIB-200 share: a folder per language (its
+    name a language tag, kept as the data set writes it) holding a file per split; ``languages`` and ``splits``
+    empty = all found, else each must be there (``what``: the folders, as errors name them)."""
+    found = {d.name: d for d in sorted(folder.iterdir()) if d.is_dir() and any(d.glob(f"*{suffix}"))}
+    out = {}
+    for lang in _select(found, languages, what, folder):
+        data_language(lang, str(found[lang]))
+        files = {p.stem: p for p in sorted(found[lang].glob(f"*{suffix}"))}
+        for split in _select(files, splits, f"{lang} split files", found[lang]):
+            out[(lang, split)] = files[split]
+    return out
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # MTOP
 
 
 def mtop_files(folder: Path, languages: Sequence[str] = (), splits: Sequence[str] = ()) -> dict[tuple[str, str], Path]:
     """(lang, split) → ``{lang}/{split}.txt``."""
-    folder = _folder(folder, "MTOP")
-    found = {d.name: d for d in sorted(folder.iterdir()) if d.is_dir() and any(d.glob("*.txt"))}
-    out = {}
-    for lang in _select(found, languages, "MTOP language folders", folder):
-        data_language(lang, str(found[lang]))
-        files = {p.stem: p for p in sorted(found[lang].glob("*.txt"))}
-        for split in _select(files, splits, f"{lang} split files", found[lang]):
-            out[(lang, split)] = files[split]
-    return out
+    return _split_files_by_language(_folder(folder, "MTOP"), ".txt", languages, splits, "MTOP language folders")
 
 
 def _mtop_file(path: Path, lang: str, split: str, skipped: Skipped) -> list[pl.DataFrame]:
@@ -187,15 +194,7 @@ def read_mldoc(folder: Path, languages: Sequence[str] = (), splits: Sequence[str
 def sib200_files(folder: Path, languages: Sequence[str] = (),
                  splits: Sequence[str] = ()) -> dict[tuple[str, str], Path]:
     """(lang, split) → ``{lang}/{split}.tsv``."""
-    folder = _folder(folder, "SIB-200")
-    found = {d.name: d for d in sorted(folder.iterdir()) if d.is_dir() and any(d.glob("*.tsv"))}
-    out = {}
-    for lang in _select(found, languages, "language folders", folder):
-        data_language(lang, str(found[lang]))
-        files = {p.stem: p for p in sorted(found[lang].glob("*.tsv"))}
-        for split in _select(files, splits, f"{lang} split files", found[lang]):
-            out[(lang, split)] = files[split]
-    return out
+    return _split_files_by_language(_folder(folder, "SIB-200"), ".tsv", languages, splits, "language folders")
 
 
 def _sib200_file(path: Path, skipped: Skipped) -> list[tuple[int, str, str]]:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from contract import StageResult
 from pipelines.leakage import EvalTextIndex, leakage_counts
@@ -35,7 +35,7 @@ from pipelines.nli.sources import NliFileSource
 from pipelines.partitioned import write_partitioned
 from pipelines.seeded_hash import seeded_hash
 from pipelines.text_normalise import normalise_series
-from pipelines.xnli.groups import LANGUAGE_PRESETS, resolve_languages
+from pipelines.xnli.languages import LANGUAGE_PRESETS, xnli_languages_validator
 from pipelines.xnli.readers import read_xnli, verify_alignment
 from pipelines.xnli.sources import XnliSource
 
@@ -60,10 +60,7 @@ class NliTripleSettings(BaseModel):
                                          description="fraction of rows whose premise boundaries may disagree")
     seed: int = 13
 
-    @field_validator("languages")
-    @classmethod
-    def _languages(cls, v: list[str] | str) -> list[str]:
-        return resolve_languages(v, "corpora.nli_triples.languages")
+    _languages = xnli_languages_validator("corpora.nli_triples.languages")
 
 
 def meaning_ids(premises: pl.Series) -> pl.Series:

@@ -14,8 +14,8 @@ Outputs
   join with ``xnli_groups`` on ``group_id`` and language, so the text is stored once).
 - ``leakage``: groups removed because a member occurs in a configured evaluation set.
 
-Language subsets are lists or the presets of the MPCL paper (``LANGUAGE_PRESETS``). The anchor language is read for
-grouping even when it is not a member language (the unseen-only study has no English).
+Language subsets are lists or the presets of the MPCL paper (``pipelines.xnli.languages.LANGUAGE_PRESETS``). The
+anchor language is read for grouping even when it is not a member language (the unseen-only study has no English).
 """
 
 from __future__ import annotations
@@ -31,39 +31,15 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contract import StageResult
-from pipelines.language_codes import check_language
 from pipelines.leakage import EvalTextIndex, leakage_counts
 from pipelines.seeded_hash import seeded_hash
 from pipelines.text_normalise import normalise_series
+from pipelines.xnli.languages import LANGUAGE_PRESETS, xnli_languages_validator
 from pipelines.xnli.readers import XnliFormatError, read_xnli, verify_alignment
-from pipelines.xnli.sources import XNLI_LANGUAGES, XnliSource
+from pipelines.xnli.sources import XnliSource
 
 log = logging.getLogger("polysent.pipelines.xnli")
 STAGE_VERSION = "2"
-LANGUAGE_PRESETS: dict[str, list[str]] = {
-    "mpcl": ["en", "de", "fr", "es", "ru", "zh"],  # MPCL main setting
-    "all": list(XNLI_LANGUAGES),  # MPCL hard-negative variant
-    "unseen": ["bg", "el", "vi", "sw"],
-    "unseen_plus": ["bg", "el", "vi", "sw", "hi", "th"],
-    "seen": ["en", "de", "fr", "es", "ar", "tr"],
-}
-
-
-def resolve_languages(v: list[str] | str, where: str) -> list[str]:
-    """A language list or preset name → the validated XNLI language list."""
-    if isinstance(v, str):
-        if v not in LANGUAGE_PRESETS:
-            raise ValueError(f"unknown language preset {v!r}; expected a list or one of {list(LANGUAGE_PRESETS)}")
-        v = list(LANGUAGE_PRESETS[v])
-    if len(v) < 2:
-        raise ValueError("a group needs at least 2 languages")
-    for lang in v:
-        check_language(lang, where)
-        if lang not in XNLI_LANGUAGES:
-            raise ValueError(f"{lang!r} is not an XNLI language; XNLI has {', '.join(XNLI_LANGUAGES)}")
-    if len(set(v)) != len(v):
-        raise ValueError(f"languages repeat: {v}")
-    return v
 
 
 class XnliSettings(BaseModel):
@@ -79,10 +55,7 @@ class XnliSettings(BaseModel):
                                          description="fraction of rows whose premise boundaries may disagree")
     seed: int = 13
 
-    @field_validator("languages")
-    @classmethod
-    def _languages(cls, v: list[str] | str) -> list[str]:
-        return resolve_languages(v, "corpora.xnli_groups.languages")
+    _languages = xnli_languages_validator("corpora.xnli_groups.languages")
 
     @field_validator("splits")
     @classmethod
