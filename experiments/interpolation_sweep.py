@@ -1,7 +1,7 @@
 """α of weight-space interpolation with the start (WiSE-FT), chosen on a kit's decision sets.
 
-``models.interpolation`` writes θ_α = (1 − α)·θ_start + α·θ_ft. Which α a user should take home is a search, so it is
-made where every search here is made: on the **decision** sets of a kit (``experiments.kits``; for
+``models.training.interpolation`` writes θ_α = (1 − α)·θ_start + α·θ_ft. Which α a user should take home is a search, so
+it is made where every search here is made: on the **decision** sets of a kit (``experiments.kits``; for
 ``me5_replication`` the Tatoeba pairs idx 700–799 and STS-B multi-mt dev, disjoint from the report sets), scored by the
 evaluation suite through the experiments' figures (``experiments.figures``). No training: each α costs one
 interpolation (seconds) and one scoring (multilingual-e5-small on the me5 decision sets: about 20 min on 2 busy CPU
@@ -131,7 +131,7 @@ def run_sweep(finetuned: Path, start: str | Path, alphas: Sequence[float], out: 
               progress: bool = True) -> Sweep:
     """Interpolate ``finetuned`` with ``start`` at each α, score each on the kit's ``sets``, choose α; the sweep,
     also written as ``out/sweep.json`` and ``out/sweep.md``."""
-    from models.interpolation import Parent, interpolate_folders, resolve_folder
+    from models.training.interpolation import Parent, interpolate_folders, resolve_folder
 
     alphas = check_alphas([*alphas, *([0.0] if keep else [])])
     maximize = list(maximize or figure_names)

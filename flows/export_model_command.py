@@ -17,11 +17,11 @@ from typing import Any
 
 
 def describe_objectives(objectives: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """The run's objectives (as its train manifest records them) → ``model_card.ObjectiveInfo``."""
+    """The run's objectives (as its train manifest records them) → ``card_facts.ObjectiveInfo``."""
     from models.objective_registry import objective_citation, objective_languages, objective_tables
     from models.settings import TrainSettings
     from models.settings_io import from_mapping
-    from pipelines.export.model_card import ObjectiveInfo
+    from pipelines.export.card_facts import ObjectiveInfo
 
     parsed = from_mapping(TrainSettings, {"objectives": list(objectives)}, "train manifest").objectives
     infos = []
@@ -35,8 +35,9 @@ def describe_objectives(objectives: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 def interpolate(start: Path, trained: Path, alpha: float, out: Path, start_name: str,
                 trained_name: str) -> dict[str, Any]:
-    """``--interpolate-start``: (1 − α)·start + α·trained into ``out`` (``models.interpolation``), its lineage."""
-    from models.interpolation import Parent, write_interpolated
+    """``--interpolate-start``: (1 − α)·start + α·trained into ``out`` (``models.training.interpolation``), its
+    lineage."""
+    from models.training.interpolation import Parent, write_interpolated
 
     return write_interpolated(Parent(start_name, start), Parent(trained_name, trained), alpha, out, progress=True,
                               extra={"where": "export"})
@@ -67,7 +68,7 @@ def data_root(args: argparse.Namespace) -> Any:
 def cmd_export_model(args: argparse.Namespace) -> int:
     """Exit 2 for an unknown run, a non-empty DIR without --force or a bad model name; 1 when writing failed
     (nothing is published then)."""
-    from models.interpolation import InterpolationError
+    from models.training.interpolation import InterpolationError
     from pipelines.export.model_card import CardError
     from pipelines.export.model_export import export_model
 

@@ -127,8 +127,8 @@ class TrainSettings:
     AdamW with linear warm-up and decay, bf16 autocast on a GPU (``precision: auto``), gradient accumulation,
     GradCache (``grad_cache``: mini-batch size; equal gradients at any contrastive batch size), checkpoints every
     ``checkpoint_every`` steps (``keep_checkpoints`` newest kept), dev evaluation with best-checkpoint selection.
-    ``interpolate_start``: α of WiSE-FT (``models.interpolation``) — the exported model is (1 − α)·start + α·trained
-    (the best dev checkpoint), evaluated and published as the run's model; needs ``encoder.pretrained``.
+    ``interpolate_start``: α of WiSE-FT (``models.training.interpolation``) — the exported model is (1 − α)·start +
+    α·trained (the best dev checkpoint), evaluated and published as the run's model; needs ``encoder.pretrained``.
     ``None``: the trained weights as they are (α = 1 without the lineage file)."""
 
     objectives: tuple[Objective, ...] = field(default_factory=_default_objectives)

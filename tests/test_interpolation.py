@@ -1,6 +1,6 @@
-"""Weight-space interpolation with the start (WiSE-FT, ``models/interpolation.py``): the tensors at α = 0, ½, 1, the
-lineage, the refusals, and ``training.interpolate_start`` (the exported model is the interpolation of the start and
-what a run without it exports; cache keys of runs without it do not move)."""
+"""Weight-space interpolation with the start (WiSE-FT, ``models/training/interpolation.py``): the tensors at α = 0, ½,
+1, the lineage, the refusals, and ``training.interpolate_start`` (the exported model is the interpolation of the start
+and what a run without it exports; cache keys of runs without it do not move)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from conftest import SAMPLE
 from safetensors.torch import load_file, save_file
 
 from models.encoder import SentenceEncoder
-from models.interpolation import (
+from models.objectives.contrastive import ContrastiveObjective
+from models.settings import EncoderSettings, TokenizerSettings, TrainSettings
+from models.training.interpolation import (
     LINEAGE_FILE,
     InterpolationError,
     Parent,
@@ -26,8 +28,6 @@ from models.interpolation import (
     read_lineage,
     sha256_file,
 )
-from models.objectives.contrastive import ContrastiveObjective
-from models.settings import EncoderSettings, TokenizerSettings, TrainSettings
 
 TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32, dropout=0.0)
 

@@ -38,8 +38,8 @@ Relations:
       compares like with like (``space``) and weighs the two terms apart;
     - w_t = 0 is plain self-distillation on the sources (a "stay where you are" regulariser, an L2 pull towards the
       start's function rather than its weights); w_s = 0 is the translation term alone;
-    - weight-space interpolation with the start (``training.interpolate_start``, ``models.interpolation``) is the
-      other remedy for the same loss of monolingual quality; the two combine.
+    - weight-space interpolation with the start (``training.interpolate_start``, ``models.training.interpolation``) is
+      the other remedy for the same loss of monolingual quality; the two combine.
 
 Settings: ``StartDistillObjective`` (kind ``start_distill``). Inputs: the ``data`` pair table; the teacher is a model
 id (``models``/``with_models`` let the pipeline resolve it and hash its files). Shared loss parts: ``loss_parts``.

@@ -8,8 +8,9 @@
   step); :mod:`models.training.corpus_tables` — the training corpora read from their Parquet artifacts;
 * :mod:`models.training.gradcache` (full-batch gradients in mini-batch memory), :mod:`models.training.distributed`
   (``torch.distributed`` with gathered negatives), :mod:`models.training.checkpoints` (atomic, resumable),
-  :mod:`models.training.dev_eval` (best-checkpoint selection) and :mod:`models.training.teacher` (a frozen encoder
-  that labels batches for distillation).
+  :mod:`models.training.dev_eval` (best-checkpoint selection), :mod:`models.training.teacher` (a frozen encoder
+  that labels batches for distillation) and :mod:`models.training.interpolation` (the trained weights interpolated
+  with the start's, WiSE-FT, at export).
 
 The objectives (``models/objectives/``) build on the components, sampling and corpus tables; the trainer reaches them
 only through the objective registry (``models.objective_registry``), so no module here imports an objective.

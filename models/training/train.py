@@ -391,8 +391,8 @@ def export(run: Run, out: Path, tables_dir: str) -> dict[str, str]:
 
 def save_interpolated(run: Run, model: SentenceEncoder, out: Path) -> dict[str, Any]:
     """``training.interpolate_start``: the trained weights saved aside, then (1 − α)·start + α·trained written as
-    ``out/model`` with its lineage (``models.interpolation``); the lineage, for the stats."""
-    from models.interpolation import Parent, resolve_folder, write_interpolated
+    ``out/model`` with its lineage (``models.training.interpolation``); the lineage, for the stats."""
+    from models.training.interpolation import Parent, resolve_folder, write_interpolated
 
     start = run.settings.encoder.pretrained
     assert start is not None  # train() refuses interpolate_start without a start model

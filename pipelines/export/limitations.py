@@ -1,6 +1,6 @@
 """The model card's *Limitations*: what the warehouse knows that a user should read before using the model.
 
-Every sentence is generated from the card's facts (``model_card.CardFacts``) and the run's ``eval_results`` rows,
+Every sentence is generated from the card's facts (``card_facts.CardFacts``) and the run's ``eval_results`` rows,
 never typed by hand:
 
 * scale — a toy model (a small encoder trained from random weights: below ``TOY_PARAMETERS``) or a toy-scale run
@@ -16,12 +16,11 @@ never typed by hand:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
-if TYPE_CHECKING:
-    from pipelines.export.model_card import CardFacts
+from pipelines.export.card_facts import CardFacts
 
 TOY_PARAMETERS = 10_000_000  # below this, an encoder trained from random weights is a toy (all-MiniLM-L6: 22.7M)
 TOY_UNITS = 100_000  # fewer training units seen than this is a toy-scale run (a pair, a group or a sentence each)

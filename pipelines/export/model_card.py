@@ -18,10 +18,10 @@ hand, so the card cannot drift from the model:
   with the report's own headline rows (``pipelines.report.results.headlines``) so the card and the report agree;
 * a usage snippet that runs as written from the folder's parent.
 
-``card_facts`` gathers (:class:`CardFacts`, also written as ``polysent_card.json``); ``render_card`` writes the
-Markdown. Which tables and languages an objective reads is the objective registry's knowledge (``models``), so the
-caller passes ``describe_objectives`` (``flows.export_model_command`` does); this module needs neither torch nor
-the models package.
+``card_facts`` gathers (:class:`~pipelines.export.card_facts.CardFacts`, also written as ``polysent_card.json``);
+``render_card`` writes the Markdown. Which tables and languages an objective reads, and the paper it follows, is the
+objective registry's knowledge (``models``), so the caller passes ``describe_objectives``
+(``flows.export_model_command`` does); this module needs neither torch nor the models package.
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import yaml
 
+from pipelines.export.card_facts import CardFacts, Corpus, InputFile, ObjectiveInfo
 from pipelines.export.mteb_results import RunResults, UnknownRunError, run_results, task_results
 from pipelines.export.public_sources import PublicModel, PublicSource, identify_model, identify_source
 from pipelines.report.results import KEY, delta_column, headlines, runs_as_columns
@@ -50,7 +51,7 @@ CURVE_WINDOW = 10  # steps averaged at each end of the curve
 
 INTERPOLATION_PAPER = ("Wortsman et al. 2022, \"Robust fine-tuning of zero-shot models\" (WiSE-FT, CVPR)",
                        "https://arxiv.org/abs/2109.01903")
-INTERPOLATION_FILE = "polysent_interpolation.json"  # models.interpolation.LINEAGE_FILE
+INTERPOLATION_FILE = "polysent_interpolation.json"  # models.training.interpolation.LINEAGE_FILE
 EVAL_STAGES = ("eval_sets",)  # artifacts a run reads to select its checkpoint: evaluation data, never training data
 # mteb task → the Hub dataset it scores (model-index ``dataset.type``)
 MTEB_DATASETS = {
@@ -64,81 +65,6 @@ MTEB_DATASETS = {
 
 class CardError(ValueError):
     """The run cannot be described: no training artifact, or a damaged one (the message names the file)."""
-
-
-@dataclass
-class ObjectiveInfo:
-    """One objective of the run: its settings as trained, the corpus tables it reads, the languages it keeps (empty:
-    every language of those tables) and the paper it follows (``citation``, one line, and ``citation_url``; empty: it
-    names none), as the objective's own module registers it."""
-
-    kind: str
-    settings: dict[str, Any]
-    tables: list[str]
-    languages: list[str] = field(default_factory=list)
-    citation: str = ""
-    citation_url: str = ""
-
-
-@dataclass
-class InputFile:
-    """A file a corpus was built from: the manifest's name for it, its sha256, and the public source it is."""
-
-    name: str
-    sha256: str | None
-    source: dict[str, Any]
-
-
-@dataclass
-class Corpus:
-    """One corpus artifact the run trained on: rows per language of each table read, leakage removals
-    (``corpus``, ``eval_set``, ``lang``, ``units_removed`` rows), its content hash and its input files."""
-
-    stage: str
-    key: str
-    content_hash: str
-    rows: dict[str, dict[str, int]]
-    leakage: list[dict[str, Any]]
-    inputs: list[InputFile]
-    built_from: list[str] = field(default_factory=list)  # the stages of the artifacts it was built from
-    stats: dict[str, Any] = field(default_factory=dict)  # its manifest's stats (a tokenizer's vocabulary size …)
-
-
-@dataclass
-class CardFacts:
-    """Everything the card states (``polysent_card.json``); numbers as the warehouse holds them."""
-
-    run: str
-    model_name: str
-    train_key: str
-    train_content_hash: str
-    created_at: str | None
-    base_model: dict[str, Any]
-    settings: dict[str, Any]
-    stats: dict[str, Any]
-    hardware: dict[str, Any]
-    objectives: list[ObjectiveInfo]
-    corpora: list[Corpus]
-    languages: list[str]
-    curve: list[dict[str, Any]]
-    start_run: str | None = None
-    peers: list[str] = field(default_factory=list)
-    results: list[dict[str, Any]] = field(default_factory=list)  # headline rows: KEY + one value per model
-    exposure: list[dict[str, Any]] = field(default_factory=list)  # per-language means, trained vs never trained
-    model_index: list[dict[str, Any]] = field(default_factory=list)
-    mteb_skipped: dict[str, int] = field(default_factory=dict)
-    license: str = "unknown"
-    license_note: str = ""
-    datasets: list[str] = field(default_factory=list)
-    sources: list[dict[str, Any]] = field(default_factory=list)
-    prompt: str | None = None
-    dev: list[dict[str, Any]] = field(default_factory=list)  # evaluation artifacts read to select the checkpoint
-    lengths: dict[str, int | None] = field(default_factory=dict)  # trained, tokenizer and position limits
-    interpolation: dict[str, Any] | None = None  # the WiSE-FT lineage of interpolated weights
-    limitations: list[str] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, ensure_ascii=False, default=str, sort_keys=False) + "\n"
 
 
 # -- reading the warehouse ----------------------------------------------------------------------------------------

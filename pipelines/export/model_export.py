@@ -10,10 +10,10 @@
   (``pipelines.export.mteb_results``; ``mteb.ResultCache(DIR / "mteb")`` reads them), when there are any.
 
 With ``interpolate_start`` α (``--interpolate-start``), the folder holds (1 − α)·start + α·trained instead of the
-trained weights (WiSE-FT; the caller passes the interpolation, ``models.interpolation``, since this package never
-imports torch): the start is the folder the run trained from, checked against the sha256 its train manifest recorded.
-The card then names α and both parents; its results are the parents' (the pipeline never scored the new weights),
-so it has no ``model-index`` and no ``mteb/`` files.
+trained weights (WiSE-FT; the caller passes the interpolation, ``models.training.interpolation``, since this package
+never imports torch): the start is the folder the run trained from, checked against the sha256 its train manifest
+recorded. The card then names α and both parents; its results are the parents' (the pipeline never scored the new
+weights), so it has no ``model-index`` and no ``mteb/`` files.
 
 Everything is written into a temporary folder beside ``DIR`` and renamed into place (``warehouse.atomic``), so
 ``DIR`` is never seen half-written; a non-empty ``DIR`` is refused unless ``force`` (then replaced whole). Every
@@ -32,13 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipelines.export.card_facts import CardFacts, ObjectiveInfo
 from pipelines.export.limitations import limitations
 from pipelines.export.model_card import (
     CARD_FILE,
     FACTS_FILE,
     CardError,
-    CardFacts,
-    ObjectiveInfo,
     card_facts,
     render_card,
     start_model_files,
@@ -127,7 +126,7 @@ def _interpolation_start(artifacts: Path, facts: CardFacts, alpha: float | None,
     if alpha is None:
         return None
     if interpolate is None:
-        raise ValueError("interpolate_start needs the interpolation function (models.interpolation)")
+        raise ValueError("interpolate_start needs the interpolation function (models.training.interpolation)")
     if isinstance(alpha, bool) or not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"--interpolate-start {alpha}: expected a number in [0, 1] (0: the start, 1: the trained "
                          "model)")
