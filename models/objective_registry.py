@@ -17,9 +17,9 @@ objectives. What asks:
 * ``spec_of(o).required_rows(o)`` → ``models.training.components.refuse_empty_corpora``.
 
 The trainer builds an objective's component through the settings object itself (``Objective.build``: the component
-class that declared ``builds=`` the settings class), and the
-pipeline finds the models an objective reads besides the student (a teacher) through ``Objective.models`` /
-``Objective.with_models``: no code outside an objective's module tests its kind or its fields.
+class that declared ``builds=`` the settings class), and the pipeline finds the models an objective reads besides the
+student (a teacher) through ``Objective.models`` / ``Objective.with_models``: no code outside an objective's module
+tests its kind or its fields.
 
 This module imports nothing of the project and neither torch nor pydantic: the pipeline's config loader lists the kinds
 without loading torch (the objective modules take torch lazily, ``models.lazy_torch``).
