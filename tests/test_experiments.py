@@ -273,14 +273,16 @@ def test_a_gpu_drain_at_a_tiny_scale_returns_rows_that_merge_into_the_ledger(tmp
 
 
 def test_the_drain_starts_no_row_whose_wall_time_at_its_concurrency_would_pass_the_deadline(tmp_path: Path) -> None:
-    """A row's GPU estimate is its share of the machine; at 2 rows at once a 60 s share is 120 s of wall time, so a
-    110 s deadline does not start those rows (and says why), while the 20 s rows start; the dry run lists the rows
+    """A row's GPU estimate is its share of the machine; at 2 rows at once a 600 s share is 1,200 s of wall time, so
+    a 1,000 s deadline does not start those rows (and says why), while the 20 s rows start; the dry run lists the rows
     smallest first."""
     exp, work, out = tmp_path / "exp", tmp_path / "work", tmp_path / "out"
     (exp / "tiny").mkdir(parents=True)
     (exp / "tiny" / "question.yaml").write_text(TINY.replace("runs_on: cpu, cpu_seconds: 60", "runs_on: gpu, "
                                                              "gpu_seconds: 10").replace("default_scales: [2]",
-                                                                                        "default_scales: [2, 1]"))
+                                                                                        "default_scales: [2, 1]")
+                                                .replace("runs_on: gpu, gpu_seconds: 60}", "runs_on: gpu, "
+                                                                                          "gpu_seconds: 600}"))
     (exp / "tiny" / "README.md").write_text("# tiny\n")
     env = {**os.environ, "POLYSENT_EXPERIMENTS_DIR": str(exp), "POLYSENT_EXPERIMENTS_WORK": str(work)}
 
@@ -295,9 +297,10 @@ def test_the_drain_starts_no_row_whose_wall_time_at_its_concurrency_would_pass_t
     assert [x.split(" (~")[0] for x in listed] == [
         "tiny: contrastive seed 13 ×1", "tiny: bitranslation seed 13 ×1", "tiny: contrastive seed 14 ×1",
         "tiny: contrastive seed 13 ×2", "tiny: bitranslation seed 13 ×2", "tiny: contrastive seed 14 ×2"]
-    assert listed[0].endswith("(~20 s at 2 at once)") and listed[-1].endswith("(~120 s at 2 at once)")
-    log = cli("gpu-drain", "--out", str(out), "--workers", "2", "--deadline", "110", "tiny")
-    assert "not started (expected 120 s at 2 at once > " in log and "drain: 3 rows" not in log
+    assert listed[0].endswith("(~20 s at 2 at once)") and listed[-1].endswith("(~1200 s at 2 at once)")
+    # 1,000 s: the 20 s rows start however slowly the machine fails them; the 1,200 s rows never fit
+    log = cli("gpu-drain", "--out", str(out), "--workers", "2", "--deadline", "1000", "tiny")
+    assert "not started (expected 1200 s at 2 at once > " in log and "drain: 3 rows" not in log
     assert log.count("] started tiny") == 3 and log.count("not started") == 3  # the 20 s rows fit; they fail:
     assert log.count("FAILED") == 3  # no kit was prepared here, and each failure names its row
     from experiments.cli import build_parser
