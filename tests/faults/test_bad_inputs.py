@@ -56,8 +56,8 @@ def test_truncated_dump_names_the_file_and_the_last_complete_page(kind: str, env
         # one bz2 block (the sample) holds every page: cut anywhere, no page is complete; a multistream dump keeps
         # the pages of its complete streams and names the last one
         last = "the last complete page is '[^']+'" if kind == "bz2-multistream" else "before any complete page"
-        assert re.search(rf"pipeline failed: TruncatedDumpError: {re.escape(str(dump))}: [^;]*truncated[^;]*[;,] "
-                         rf"{last}", done.log), done.explain()
+        assert re.search(rf"wiki_shard\.en\.0000: build failed \(TruncatedDumpError: {re.escape(str(dump))}: "
+                         rf"[^;]*truncated[^;]*[;,] {last}", done.log), done.explain()
         assert "wiki_shard.en.0000: build failed" in done.log
         assert not published(tmp_path / "data", "wiki_shard") and not leftovers(tmp_path / "data")
 

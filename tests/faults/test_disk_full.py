@@ -140,8 +140,12 @@ def test_disk_full_fails_cleanly_then_rerun_completes(cli: Callable[..., tuple],
                 rc, out = cli(config)
             assert disk.failures, f"{what}: the simulated disk never filled up"
             assert rc == 1, out[-3000:]
-            failed = out[out.find("pipeline failed"):][:600]
-            assert "pipeline failed: OSError" in out and "No space left on device" in failed, out[-3000:]
+            # a node's error is on its "build failed" line (then "pipeline failed at node …"); the run's own
+            # bookkeeping's on the "pipeline failed" line
+            start = out.find("build failed (OSError") if stage is not None else out.find("pipeline failed: OSError")
+            assert start >= 0, out[-3000:]
+            failed = out[start:][:600]
+            assert "No space left on device" in failed, out[-3000:]
             assert named in failed, f"the error does not name {named!r}: {failed}"
             if stage is not None:
                 assert f"{stage}: build failed" in out, out[-3000:]  # the log names the node it was building

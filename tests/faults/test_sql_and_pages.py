@@ -105,7 +105,7 @@ def test_hostile_sql_is_refused_writes_nothing_and_the_next_run_is_all_hits(env:
         before = files_of(data_root)
         for query, says in hostile.items():
             done = sql(data_root, query, env)
-            assert done.rc == 1 and says in flat(done.stderr) and "Traceback" not in done.stderr, (query,
+            assert done.rc == 2 and says in flat(done.stderr) and "Traceback" not in done.stderr, (query,
                                                                                                    done.explain())
         shell = subprocess.run(
             [sys.executable, "-m", "flows.cli", "sql", "--data-root", str(data_root)], cwd=REPO, env=env, text=True,
