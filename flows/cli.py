@@ -477,6 +477,7 @@ def _finish_parser(p: argparse.ArgumentParser, sub: argparse._SubParsersAction) 
     from flows import exit_codes
 
     p.epilog = exit_codes.TABLE
+    helps = {a.dest: a.help for a in sub._choices_actions}
     for name, sp in sub.choices.items():
         if name == "experiment":  # its own parser (experiments.cli), options and --help included
             continue
@@ -484,7 +485,6 @@ def _finish_parser(p: argparse.ArgumentParser, sub: argparse._SubParsersAction) 
         sp.formatter_class = argparse.RawDescriptionHelpFormatter
         sp.epilog = exit_codes.TABLE
         if not sp.description:
-            helps = {a.dest: a.help for a in sub._choices_actions}
             sp.description = helps.get(name)
 
 

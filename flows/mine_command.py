@@ -131,7 +131,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
 
     from models.mining.embedding_file import EmbeddingFileError
     from models.mining.index import MissingFaiss, faiss_module
-    from models.mining.mine import Encoder, MiningInputError, Side, mine_corpora, unify
+    from models.mining.mine import Encoder, MiningInputError, Side, check_side, mine_corpora
     from models.pretrained import check_model
     from pipelines.mining_inputs import MiningInputError as InputError
     from pipelines.mining_inputs import read_input
@@ -158,7 +158,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
         for side in ("src", "tgt"):
             col = read_input(_input(args, side), data_root.resolve())
             sides[side] = Side(col.ids, col.texts, col.source)
-            unify(sides[side], "source" if side == "src" else "target")  # empty or blank: refused before the model
+            check_side(sides[side], "source" if side == "src" else "target")  # refused before the model loads
             log.info("read %d sentences from %s", len(col.texts), col.source)
         model = check_model(args.model, Path.cwd())  # before any model loads: a missing folder, an uncached hub id
     except (ValueError, MissingFaiss) as exc:  # bad options, inputs, model ids (ModelNotFound and the input errors

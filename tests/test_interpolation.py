@@ -10,16 +10,14 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import SAMPLE
 from safetensors.torch import load_file, save_file
+from tiny_start import TINY, bitext_and_start
 
 from models.encoder import SentenceEncoder
 from models.objectives.contrastive import ContrastiveObjective
-from models.settings import EncoderSettings, TokenizerSettings, TrainSettings
+from models.settings import TrainSettings
 from models.training.interpolation import (
     LINEAGE_FILE,
     InterpolationError,
@@ -29,26 +27,10 @@ from models.training.interpolation import (
     sha256_file,
 )
 
-TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32, dropout=0.0)
-
 
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from models.training.tokenizer import train_tokenizer
-
-    root = tmp_path_factory.mktemp("interp")
-    src = (SAMPLE / "bitext" / "en-de.en").read_text().splitlines()
-    tgt = (SAMPLE / "bitext" / "en-de.de").read_text().splitlines()
-    keep = [i for i in range(len(src)) if src[i].strip() and tgt[i].strip()]
-    (root / "bitext_pairs" / "lang=de").mkdir(parents=True)
-    pq.write_table(pa.table({"pair_id": [f"p{i}" for i in keep], "pivot_lang": ["en"] * len(keep),
-                             "pivot_text": [src[i] for i in keep], "text": [tgt[i] for i in keep]}),
-                   root / "bitext_pairs" / "lang=de" / "part-0.parquet")
-    pq.write_table(pa.table({"text": [src[i] for i in keep] + [tgt[i] for i in keep]}), root / "t.parquet")
-    train_tokenizer(TokenizerSettings(vocab_size=500), {"t": root / "t.parquet"}, root)
-    torch.manual_seed(0)
-    SentenceEncoder.from_settings(TINY, root / "tokenizer").save(root / "start")
-    return {"bitext_pairs": root / "bitext_pairs", "tokenizer": root / "tokenizer", "start": root / "start"}
+    return bitext_and_start(tmp_path_factory.mktemp("interp"))
 
 
 def _settings(corpora: dict[str, Path], **kw: object) -> TrainSettings:

@@ -8,24 +8,20 @@ import dataclasses
 import json
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from conftest import SAMPLE
+from tiny_start import TINY, bitext_and_start
 
 from experiments.interpolation_sweep import SweepRow, check_alphas, choose, run_sweep, score_model
-from models.settings import EncoderSettings, TokenizerSettings, TrainSettings
+from models.settings import TrainSettings
 
 FIGURES = ("tatoeba_mean", "sts17_mono", "sts17_cross")
-TINY = EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=32, dropout=0.0)
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A kit root whose ``me5_replication`` kit has decision sets from the sample, a start and its fine-tune."""
-    from models.encoder import SentenceEncoder
     from models.objectives.contrastive import ContrastiveObjective
-    from models.training.tokenizer import train_tokenizer
     from models.training.train import train
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
 
@@ -36,19 +32,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                                                           sts=SAMPLE / "eval" / "sts"), kit / "decision")
     (kit / "manifest.json").write_text(json.dumps({"tables": {"decision": {
         k: f"decision/{v}" for k, v in res.tables.items()}}}))
-    src = (SAMPLE / "bitext" / "en-de.en").read_text().splitlines()
-    tgt = (SAMPLE / "bitext" / "en-de.de").read_text().splitlines()
-    keep = [i for i in range(len(src)) if src[i].strip() and tgt[i].strip()]
-    (root / "bitext_pairs" / "lang=de").mkdir(parents=True)
-    pq.write_table(pa.table({"pair_id": [f"p{i}" for i in keep], "pivot_lang": ["en"] * len(keep),
-                             "pivot_text": [src[i] for i in keep], "text": [tgt[i] for i in keep]}),
-                   root / "bitext_pairs" / "lang=de" / "part-0.parquet")
-    pq.write_table(pa.table({"text": [src[i] for i in keep] + [tgt[i] for i in keep]}), root / "t.parquet")
-    train_tokenizer(TokenizerSettings(vocab_size=500), {"t": root / "t.parquet"}, root)
-    import torch
-
-    torch.manual_seed(0)
-    SentenceEncoder.from_settings(TINY, root / "tokenizer").save(root / "start")
+    bitext_and_start(root)
     settings = TrainSettings(objectives=(ContrastiveObjective(data="bitext_pairs", batch_size=16),),
                              encoder=dataclasses.replace(TINY, pretrained=str(root / "start")), steps=8, lr=5e-3,
                              warmup_steps=0, seed=1, device="cpu")

@@ -224,15 +224,21 @@ class UniqueSide:
     blank: int
 
 
-def unify(side: Side, name: str) -> UniqueSide:
-    """Step 1 for one side (blank texts dropped first); :class:`MiningInputError` naming the input when it is empty
-    or nothing is left."""
+def check_side(side: Side, name: str) -> list[int]:
+    """The rows of ``side`` with text; :class:`MiningInputError` naming the input when it is empty or all blank
+    (cheap: the CLI calls it before any model loads)."""
     if len(side.texts) == 0:
         raise MiningInputError(f"{name} {side.source}: no sentences to mine (the input is empty)")
     keep = [i for i, t in enumerate(side.texts) if t and not t.isspace()]
     if not keep:
         raise MiningInputError(f"{name} {side.source}: all {len(side.texts)} sentences are blank; nothing is left "
                                "to mine after de-duplication")
+    return keep
+
+
+def unify(side: Side, name: str) -> UniqueSide:
+    """Step 1 for one side (blank texts dropped first, ``check_side``)."""
+    keep = check_side(side, name)
     texts = [side.texts[i] for i in keep]
     inds, unique, _ = unify_texts(texts)
     first = np.empty(len(unique), dtype=np.int64)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -175,18 +175,25 @@ def _is_evaluation(stage: str, tables: Mapping[str, Any]) -> bool:
     return stage in EVAL_STAGES or (bool(tables) and all(str(t).startswith("eval_") for t in tables))
 
 
+def _artifact_inputs(artifacts: Path, train_manifest: Mapping[str, Any]
+                     ) -> Iterator[tuple[Mapping[str, Any], Path, dict[str, Any], dict[str, str]]]:
+    """The training's ``artifact`` inputs in name order: (input reference, artifact folder, its manifest, its
+    tables)."""
+    for _, ref in sorted((train_manifest.get("inputs") or {}).items()):
+        if not isinstance(ref, Mapping) or ref.get("kind") != "artifact":
+            continue
+        folder = artifacts / str(ref["stage"]) / str(ref["key"])[:20]
+        m = _manifest(folder)
+        yield ref, folder, m, dict(m.get("tables") or {})
+
+
 def corpora(artifacts: Path, train_manifest: Mapping[str, Any], objectives: Sequence[ObjectiveInfo]) -> list[Corpus]:
     """The artifacts the training read (its ``artifact`` inputs) but the evaluation sets it selected its checkpoint
     on (``dev_sets``): corpora with rows per language of the tables its objectives read, and the others (a trained
     tokenizer) named with what they were built from."""
     wanted = {t for o in objectives for t in o.tables}
     out = []
-    for _, ref in sorted((train_manifest.get("inputs") or {}).items()):
-        if not isinstance(ref, Mapping) or ref.get("kind") != "artifact":
-            continue
-        folder = artifacts / str(ref["stage"]) / str(ref["key"])[:20]
-        m = _manifest(folder)
-        tables = {k: v for k, v in (m.get("tables") or {}).items()}
+    for ref, folder, m, tables in _artifact_inputs(artifacts, train_manifest):
         if _is_evaluation(str(ref["stage"]), tables):
             continue
         read = [t for t in tables if t in wanted] or [t for t in tables if t not in AUXILIARY_TABLES][:1]
@@ -204,12 +211,7 @@ def dev_sets(artifacts: Path, train_manifest: Mapping[str, Any]) -> list[dict[st
     """The evaluation artifacts a run read to pick its best checkpoint (``training.<run>.dev``): evaluation data,
     listed apart from the training data."""
     out = []
-    for _, ref in sorted((train_manifest.get("inputs") or {}).items()):
-        if not isinstance(ref, Mapping) or ref.get("kind") != "artifact":
-            continue
-        folder = artifacts / str(ref["stage"]) / str(ref["key"])[:20]
-        m = _manifest(folder)
-        tables = dict(m.get("tables") or {})
+    for ref, _folder, m, tables in _artifact_inputs(artifacts, train_manifest):
         if _is_evaluation(str(ref["stage"]), tables):
             out.append({"stage": str(ref["stage"]), "key": str(m.get("key") or ref["key"]),
                         "content_hash": str(m.get("content_hash") or ""), "tables": sorted(tables)})
