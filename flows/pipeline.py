@@ -183,13 +183,13 @@ class _FailureReportedOnce(logging.Filter):
                                                                                 "prefect.flow_runs")))
 
 
-def import_torch_before_node_threads(cfg: PipelineConfig) -> None:
-    """Where the DAG trains, evaluates or mines, torch is imported here, before the task runner's threads start:
-    two nodes importing it at once abort the process (``models.lazy_torch.import_torch_now``)."""
+def import_model_libraries_before_node_threads(cfg: PipelineConfig) -> None:
+    """Where the DAG trains, evaluates or mines, torch and transformers are imported here, before the task runner's
+    threads start: two nodes importing either at once fail (``models.import_before_threads``)."""
     if cfg.training or cfg.evaluation.models or cfg.mining:
-        from models.lazy_torch import import_torch_now
+        from models.import_before_threads import import_model_libraries_now
 
-        import_torch_now()
+        import_model_libraries_now()
 
 
 def report_failures_once() -> None:
@@ -210,7 +210,7 @@ def build_nodes(config_path: str, data_root: str | None = None, force: bool = Fa
     """The DAG's nodes as tasks, on the task runner the caller set from ``execution`` (``with_options``)."""
     report_failures_once()
     cfg = _config(config_path, data_root, execution)
-    import_torch_before_node_threads(cfg)
+    import_model_libraries_before_node_threads(cfg)
     return _final(summary_dict(run_pipeline(cfg, Path(config_path), prefect_executor, force=force)))
 
 

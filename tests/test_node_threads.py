@@ -1,7 +1,7 @@
 """Nodes that import torch starting together in Prefect's threads runner (issue: a newcomer's path, item 6): a
 start-model evaluation and a training run of one config, built at once, twice from an empty data root. Two threads
 importing torch at once abort the process, so the flow imports torch before the runner's threads start
-(``flows.pipeline.import_torch_before_node_threads``; the mechanism's own test is in test_objective_registry.py)."""
+(``flows.pipeline.import_model_libraries_before_node_threads``; the mechanism's own test is in test_objective_registry.py)."""
 
 from __future__ import annotations
 

@@ -324,17 +324,17 @@ def test_torch_distributed_imports_after_the_objectives_took_torch_lazily() -> N
 def test_nodes_starting_together_find_torch_imported_before_their_threads() -> None:
     """Two nodes starting together (a training node importing ``torch.distributed``, an evaluation node computing
     through the objectives' lazily taken torch): torch is imported before their threads start
-    (``flows.pipeline.import_torch_before_node_threads``), so neither sees it half-initialised. Without that, two
+    (``flows.pipeline.import_model_libraries_before_node_threads``), so neither sees it half-initialised. Without that, two
     threads importing torch at once abort the process (``models.lazy_torch.import_torch_now``), and with the former
     LazyLoader placeholder one thread saw "module 'torch' has no attribute 'SymInt'". Each round is a fresh
     process."""
     code = ("import sys, threading\n"
             "from flows.config import load_config\n"
-            "from flows.pipeline import import_torch_before_node_threads\n"
+            "from flows.pipeline import import_model_libraries_before_node_threads\n"
             "from models.lazy_torch import torch, torch_loaded\n"
             "import models.objectives.mpcl\n"
             "assert not torch_loaded()\n"
-            "import_torch_before_node_threads(load_config(sys.argv[1]))\n"
+            "import_model_libraries_before_node_threads(load_config(sys.argv[1]))\n"
             "assert 'torch.distributed' in sys.modules\n"
             "gate, errors = threading.Barrier(2), []\n"
             "def train_node():\n"
