@@ -19,7 +19,8 @@ Kits:
   multi-mt *dev* (en de es fr; its first 500 pairs; the report shows STS17 test), monolingual and cross-lingual.
   The decision sets are a tenth of the report's size: a search scores every candidate on them. **Full** sets, for
   the final comparison of a search: the report sets with every Tatoeba pair outside the decision range (up to 900
-  a language) instead of the first 300.
+  a language) instead of the first 300, and STS-B multi-mt dev's pairs outside the decision range (1,000 a language
+  pair) beside STS17.
 - ``random_init_bitext`` — VMSST's random-init comparison: en/es-pivot pairs (equal quotas of 4,000 per pivot and
   language) from NTREX-128's training documents in en es de fr ru it pt nl tr and Multi30k en de fr cs; a 4,000-piece
   BPE tokenizer trained on them (``models.training.tokenizer``). Report sets: Tatoeba on the 8 trained languages Tatoeba
@@ -183,6 +184,22 @@ def _filter_rows(path: Path, keep: Any) -> int:
     return t.num_rows
 
 
+def _full_sts(report: Path, decision: Path, out: Path) -> int:
+    """The full sets' STS table: the report's STS17 rows and STS-B multi-mt dev's pairs *outside* the decision range
+    (``idx ≥ DECISION_STSB_PAIRS``; ``decision``: the unfiltered dev table), so a final comparison shows STS-B
+    multi-mt on rows no candidate was selected on. Both are in the kit's leakage index. Returns the rows written."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    sts17 = pq.read_table(report)
+    dev = pq.read_table(decision)
+    rest = dev.filter(pc.greater_equal(dev.column("idx"), DECISION_STSB_PAIRS))
+    table = pa.concat_tables([sts17, rest.select(sts17.schema.names).cast(sts17.schema)])
+    pq.write_table(table, out)
+    return table.num_rows
+
+
 def cap_clustering(path: Path, per_language: int) -> dict[str, int]:
     """Keep at most ``per_language`` texts of each clustering language (MewsC-16 has 42k news texts of ~50 tokens),
     chosen by a hash of the text so that every model, run and machine scores the same rows and the label mix of each
@@ -263,8 +280,10 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
     (work / "full").mkdir()
     full_t = {**report_t, "eval_tatoeba": work / "full" / "eval_tatoeba.parquet"}
     shutil.copyfile(report_t["eval_tatoeba"], full_t["eval_tatoeba"])
+    full_t["eval_sts"] = work / "full" / "eval_sts.parquet"
+    full_sts = _full_sts(report_t["eval_sts"], decision_t["eval_sts"], full_t["eval_sts"])
     lo, hi = DECISION_TATOEBA
-    rows = {"full_tatoeba": _filter_rows(full_t["eval_tatoeba"], lambda t: pc.or_(
+    rows = {"full_sts": full_sts, "full_tatoeba": _filter_rows(full_t["eval_tatoeba"], lambda t: pc.or_(
                 pc.less(t.column("idx"), lo), pc.greater_equal(t.column("idx"), hi))),
             "report_tatoeba": _filter_rows(report_t["eval_tatoeba"],
                                            lambda t: pc.less(t.column("idx"), tatoeba_report_pairs)),

@@ -153,11 +153,15 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
             out.append("")
     if q.decision:
         d = q.decision
-        default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale)
+        default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep,
+                                               d.tolerance)
+        keep = (f" A candidate whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the start's by more than "
+                f"{d.tolerance:g} points is out." if d.keep else "")
         out += [f"## Decision: `{d.setting}` (×{d.scale})", "",
                 f"Rule (`experiments/verdicts.py`): each run's decision score is the mean of "
                 f"{', '.join(f'`{x}`' for x in d.figures)} (sign-adjusted); the best candidate replaces the incumbent "
-                f"`{d.incumbent}` only when ahead of it by max(2 standard errors, 0.1) over ≥ 3 paired seeds.", "",
+                f"`{d.incumbent}` only when ahead of it by max(2 standard errors, 0.1) over ≥ 3 paired seeds.{keep}",
+                "",
                 f"**Default: `{default}`** — {why}.", "", "| condition | seeds | decision score |", "|---|---|---|"]
         out += [f"| {c} | {len(s)} | {_ms(list(s.values()))} |" for c, s in scores.items()]
         out.append("")
@@ -184,7 +188,8 @@ def headline(items: Sequence[tuple[Question, Sequence[dict[str, Any]], Sequence[
                          f"{done} / {len(planned)} |")
         if q.decision:
             d = q.decision
-            default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale)
+            default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep,
+                                              d.tolerance)
             verdict = "pending" if why.startswith("pending") else f"`{default}`"
             lines.append(f"| {link} | default of {d.setting} (×{d.scale}) | {verdict} | {done} / {len(planned)} |")
     return "\n".join(lines)

@@ -65,6 +65,9 @@ class ConditionSpec:
     grad_accumulation: AtLeastOne = 1
     encoder: EncoderSettings | None = None
     final: bool = False  # also scored on the kit's full sets (a search's final comparison: the incumbent, the winner)
+    # a search candidate scored on the decision sets only (and on the full sets when ``final``): a decision reads
+    # nothing else, and the report sets cost ~10× the decision sets' scoring
+    decision_only: bool = False
     note: str = ""
     # WiSE-FT: the run's model is (1 − α)·start + α·trained (``training.<run>.interpolate_start``); None: not
     interpolate_start: Annotated[float, Range(ge=0.0, le=1.0)] | None = None
@@ -100,13 +103,16 @@ class ComparisonSpec:
 @dataclass(frozen=True)
 class DecisionSpec:
     """A search: among ``candidates``, the one with the best mean of ``figures`` (decision sets) replaces the
-    ``incumbent`` (the current default) only when ahead by the rule's margin; ``setting`` names what it decides."""
+    ``incumbent`` (the current default) only when ahead by the rule's margin; ``setting`` names what it decides.
+    ``keep``: figures on which a candidate may not fall below the start by more than ``tolerance`` points."""
 
     setting: str
     incumbent: str
     candidates: tuple[str, ...]
     figures: tuple[str, ...]
     scale: AtLeastOne = 1
+    keep: tuple[str, ...] = ()  # figures on which a candidate may not fall behind the start by more than tolerance
+    tolerance: Annotated[float, Range(ge=0)] = 0.5
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,15 @@ def _check_references(q: Question, path: Path) -> None:
         refs += [("decision.incumbent", q.decision.incumbent)]
         refs += [(f"decision.candidates[{i}]", x) for i, x in enumerate(q.decision.candidates)]
     problems += [f"{where}: no condition {n!r}" for where, n in refs if n not in names]
+    only = {c.name for c in q.conditions if c.decision_only}
+    if only and not q.evaluation.decision:
+        problems.append(f"conditions.{sorted(only)[0]}.decision_only: the question has no evaluation.decision sets")
+    for i, x in enumerate(q.comparisons):
+        report = [f for f in x.figures if not f.startswith(("decision.", "final.", "train."))]
+        for side, name in (("a", x.a), ("b", x.b)):
+            if name in only and report:
+                problems.append(f"comparisons[{i}].{side}: {name!r} is decision_only, so it has no report figure "
+                                f"{report[0]!r}; expected decision.* figures, or a condition scored on the report")
     if problems:
         raise ValueError("\n".join(f"{path}: {p}" for p in problems))
 

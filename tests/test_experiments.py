@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -151,6 +152,37 @@ def test_the_decision_keeps_the_incumbent_unless_a_candidate_is_ahead_by_the_bar
     assert verdicts.decide(rows(1.0), "inc", ["cand"], figs, 1)[0] == "cand"
     assert verdicts.decide(rows(0.05), "inc", ["cand"], figs, 1)[0] == "inc"  # ahead, but not by 0.1
     assert verdicts.decide(rows(1.0)[:4], "inc", ["cand"], figs, 1)[1].startswith("pending")
+
+
+def test_a_candidate_below_the_start_on_a_kept_figure_cannot_replace_the_incumbent() -> None:
+    """``keep``: the best-scoring candidate loses more than the tolerance against the start on STS-B monolingual, so
+    the next one (ahead of the incumbent by the bar, within the tolerance) becomes the default; without the start's
+    row the decision waits."""
+    figs = ["decision.tatoeba_untrained", "decision.stsb_mono"]
+    start = {**_row("start", 0, 0, **{figs[0]: 80.0, figs[1]: 80.0}), "scale": 0}
+    rows = [start]
+    for s, base in zip((13, 14, 15), (85.0, 86.0, 87.0), strict=True):
+        rows.append(_row("inc", s, **{figs[0]: base, figs[1]: 78.0}))
+        rows.append(_row("greedy", s, **{figs[0]: base + 6.0 + 0.01 * s, figs[1]: 79.0}))  # 1.0 below the start
+        rows.append(_row("keeper", s, **{figs[0]: base + 1.5 + 0.01 * s, figs[1]: 79.6}))  # 0.4 below
+    default, why, _ = verdicts.decide(rows, "inc", ["greedy", "keeper"], figs, 1, keep=[figs[1]], tolerance=0.5)
+    assert default == "keeper" and "greedy: decision.stsb_mono 79.00 against the start's 80.00" in why
+    assert verdicts.decide(rows, "inc", ["greedy", "keeper"], figs, 1)[0] == "greedy"  # no keep: the best score
+    assert verdicts.decide(rows, "inc", ["greedy"], figs, 1, keep=[figs[1]])[0] == "inc"
+    assert verdicts.decide(rows[1:], "inc", ["greedy", "keeper"], figs, 1, keep=[figs[1]])[1].startswith("pending")
+
+
+def test_a_decision_only_condition_needs_decision_sets_and_no_report_figure_in_a_claim(tmp_path: Path) -> None:
+    base = (REPO / "experiments" / "me5_recipes" / "question.yaml").read_text()
+    folder = tmp_path / "me5_recipes"
+    folder.mkdir()
+    q = load_question(REPO / "experiments" / "me5_recipes")
+    only = next(c.name for c in q.conditions if c.decision_only)
+    claim = f"""  - {{claim: "x", a: "{only}", b: "me5-mpcl", figures: [bucc_f1]}}\n"""
+    bad = base.replace("comparisons:\n", "comparisons:\n" + claim, 1)
+    (folder / "question.yaml").write_text(bad)
+    with pytest.raises(ValueError, match=f"comparisons\\[0\\].a: '{re.escape(only)}' is decision_only"):
+        load_question(folder)
 
 
 # ---------------------------------------------------------------------------------------------- pages
@@ -344,3 +376,82 @@ def test_the_start_model_is_converted_once_when_rows_start_together(tmp_path: Pa
     assert got == [str(tmp_path / "cache" / "me5-packed")] * 4
     assert (tmp_path / "cache" / "me5-packed" / "config.json").is_file()
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".me5-packed.lock", "me5-packed"]
+
+
+SIBLINGS = """
+name: tiny
+title: tiny interpolation siblings
+kit: random_init_bitext
+start: {start}
+encoder: {{hidden_size: 32, num_layers: 1, num_heads: 2, intermediate_size: 64, max_length: 16}}
+lr: 1e-2
+seeds: [13]
+scales:
+  - {{scale: 1, steps: 3, runs_on: cpu, cpu_seconds: 60}}
+evaluation:
+  report: [tatoeba_mean, xsim_error]
+  trained_tatoeba: [spa, deu]
+  batch_size: 64
+conditions:
+  - {{name: "plain", objectives: [{{kind: contrastive, batch_size: 8}}]}}
+  - {{name: "a0", objectives: [{{kind: contrastive, batch_size: 8}}], interpolate_start: 0.0}}
+  - {{name: "a1", objectives: [{{kind: contrastive, batch_size: 8}}], interpolate_start: 1.0}}
+  - {{name: "other", objectives: [{{kind: contrastive, batch_size: 4}}], interpolate_start: 0.5}}
+"""
+
+
+@pytest.mark.slow
+def test_rows_differing_only_in_interpolate_start_train_once(tmp_path: Path, shared_data: Path) -> None:
+    """``plain``, ``a0`` (α 0) and ``a1`` (α 1) share a training: it runs once and is kept until the last of them
+    has its row, then removed; α 0 scores exactly as the start, α 1 exactly as ``plain``; ``other`` (another batch
+    size) trains on its own."""
+    exp, work = tmp_path / "exp", tmp_path / "work"
+    env = {**os.environ, "POLYSENT_EXPERIMENTS_DIR": str(exp), "POLYSENT_EXPERIMENTS_WORK": str(work),
+           "POLYSENT_SHARED_DATA": str(shared_data)}
+    code = ("import sys, torch\n"
+            "from experiments.kits import prepare, kit_dir, load_manifest\n"
+            "from models.encoder import SentenceEncoder\n"
+            "from models.settings import EncoderSettings\n"
+            "prepare('random_init_bitext', quota=60, vocab=300)\n"
+            "torch.manual_seed(0)\n"
+            "tok = kit_dir('random_init_bitext') / load_manifest('random_init_bitext')['tokenizer']\n"
+            "SentenceEncoder.from_settings(EncoderSettings(hidden_size=32, num_layers=1, num_heads=2, "
+            "intermediate_size=64, max_length=16, dropout=0.0), tok).save(sys.argv[1])\n")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "start")], env=env, cwd=REPO, check=True,
+                   capture_output=True)
+    (exp / "tiny").mkdir(parents=True)
+    (exp / "tiny" / "question.yaml").write_text(SIBLINGS.format(start=tmp_path / "start"))
+    (exp / "tiny" / "README.md").write_text("# tiny\n")
+    res = subprocess.run([sys.executable, "-m", "experiments", "run", "tiny"], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    rows = {r["condition"]: r for r in read_rows(exp / "tiny" / "results")}
+    assert set(rows) == {"start", "plain", "a0", "a1", "other"}
+    trained_here = sorted(c for c in ("plain", "a0", "a1", "other") if "training_from" not in rows[c])
+    assert trained_here == ["other", "plain"]
+    assert rows["a0"]["training_from"]["row"] == rows["a1"]["training_from"]["row"] == "plain seed 13 ×1"
+    assert rows["a0"]["train_seconds"] < rows["plain"]["train_seconds"]
+    assert rows["a0"]["metrics"] == rows["start"]["metrics"]
+    assert rows["a1"]["metrics"] == rows["plain"]["metrics"] != rows["start"]["metrics"]
+    assert rows["a1"]["training"] == rows["plain"]["training"]
+    assert len({rows[c]["trained_hash"] for c in rows}) == 5
+    assert not (work / "runs" / "tiny" / "trained").exists() or not any((work / "runs" / "tiny" / "trained").iterdir())
+
+
+def test_a_decision_only_rows_hash_leaves_the_report_figures_out() -> None:
+    """Changing the report figures makes a fully scored row stale but not a decision-only candidate's; changing a
+    decision figure makes both stale; α enters the hash (two α are two rows)."""
+    from dataclasses import replace
+
+    from experiments.runner import trained_hash
+
+    q = load_question(REPO / "experiments" / "me5_recipes")
+    only = next(c for c in q.conditions if c.decision_only)
+    full = next(c for c in q.conditions if not c.decision_only)
+    fewer_report = replace(q, evaluation=replace(q.evaluation, report=q.evaluation.report[:-1]))
+    fewer_decision = replace(q, evaluation=replace(q.evaluation, decision=q.evaluation.decision[:-1]))
+    tables = {"xnli_groups": "a", "bitext_pairs": "b", "nli_triples": "c"}
+    assert trained_hash(q, only, 13, 1, tables) == trained_hash(fewer_report, only, 13, 1, tables)
+    assert trained_hash(q, full, 13, 1, tables) != trained_hash(fewer_report, full, 13, 1, tables)
+    assert trained_hash(q, only, 13, 1, tables) != trained_hash(fewer_decision, only, 13, 1, tables)
+    assert trained_hash(q, only, 13, 1, tables) != trained_hash(q, replace(only, interpolate_start=0.3), 13, 1, tables)

@@ -1,7 +1,8 @@
 """Nodes that import torch starting together in Prefect's threads runner (issue: a newcomer's path, item 6): a
 start-model evaluation and a training run of one config, built at once, twice from an empty data root. Two threads
-importing torch at once abort the process, so the flow imports torch before the runner's threads start
-(``flows.pipeline.import_model_libraries_before_node_threads``; the mechanism's own test is in test_objective_registry.py)."""
+importing torch (or transformers) at once fail, so the flow imports both before the runner's threads start
+(``flows.pipeline.import_model_libraries_before_node_threads``; the mechanism's own tests are in
+test_objective_registry.py and test_import_before_threads.py)."""
 
 from __future__ import annotations
 

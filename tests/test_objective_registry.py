@@ -324,10 +324,10 @@ def test_torch_distributed_imports_after_the_objectives_took_torch_lazily() -> N
 def test_nodes_starting_together_find_torch_imported_before_their_threads() -> None:
     """Two nodes starting together (a training node importing ``torch.distributed``, an evaluation node computing
     through the objectives' lazily taken torch): torch is imported before their threads start
-    (``flows.pipeline.import_model_libraries_before_node_threads``), so neither sees it half-initialised. Without that, two
-    threads importing torch at once abort the process (``models.lazy_torch.import_torch_now``), and with the former
-    LazyLoader placeholder one thread saw "module 'torch' has no attribute 'SymInt'". Each round is a fresh
-    process."""
+    (``flows.pipeline.import_model_libraries_before_node_threads``), so neither sees it half-initialised. Without
+    that, two threads importing torch at once abort the process (``models.lazy_torch.import_torch_now``), and with
+    the former LazyLoader placeholder one thread saw "module 'torch' has no attribute 'SymInt'". Each round is a
+    fresh process."""
     code = ("import sys, threading\n"
             "from flows.config import load_config\n"
             "from flows.pipeline import import_model_libraries_before_node_threads\n"

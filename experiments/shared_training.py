@@ -1,0 +1,95 @@
+"""Rows that differ only in ``interpolate_start`` train once.
+
+An interpolation sweep in the ledger is one condition per α (``interpolate_start: 0.3``, ``0.5`` …) beside the
+plain condition, all with the same objectives, seed and scale. Their fine-tuned weights are the same (training
+ignores α until the export: ``models.training.train.save_interpolated``), so training each would spend the same
+~17 min (multilingual-e5-small, 60 steps on 2 cores) once per α for nothing. Here a row's training is keyed by its
+*training key* — the content hash of its training settings with ``interpolate_start`` left out and of the corpus
+tables it reads — and the first row of a key to run keeps its fine-tuned model under
+``data/experiments/runs/<question>/trained/<key>/`` while a planned row of the same key is still pending; the others
+interpolate from it and only score. The kept folder is complete or absent (copied under a temporary name, then
+renamed; ``training.json`` written last) and is removed once no pending row needs it.
+
+A row that reused a training says so: ``training_from`` names the row that trained it and its training seconds, and
+the row's own ``train_seconds`` is what it spent (the interpolation).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from experiments.ledger import RowKey, canonical_hash, read_rows, row_key
+from experiments.question import ConditionSpec, Question
+
+log = logging.getLogger("polysent.experiments.shared_training")
+DONE_FILE = "training.json"  # written last: its presence says the kept training is complete
+
+
+def training_key(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str]) -> str:
+    """The content hash of what a row trains, ``interpolate_start`` left out: rows with equal keys train the same
+    weights."""
+    from models.settings import key_view
+    from models.settings_io import to_mapping
+
+    settings = replace(q.train_settings(condition, seed, scale, start=q.start, device="auto"), interpolate_start=None)
+    return canonical_hash({"training": key_view(to_mapping(settings)), "kit": q.kit,
+                           "tables": {k: tables.get(k) for k in settings.tables()}})
+
+
+def pending_siblings(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str],
+                     results: Path | None = None) -> list[str]:
+    """The other conditions planned at ``seed`` and ``scale`` with ``condition``'s training key whose rows are not
+    in the ledger (``results``, default the question's) yet."""
+    done = {row_key(r) for r in read_rows(results or q.results)}
+    key = training_key(q, condition, seed, scale, tables)
+    return [c.name for c, s, sc in q.planned()
+            if (s, sc) == (seed, scale) and c.name != condition.name and RowKey(c.name, s, sc) not in done
+            and training_key(q, c, s, sc, tables) == key]
+
+
+def kept_folder(runs: Path, q: Question, key: str) -> Path:
+    return runs / q.name / "trained" / key[:20]
+
+
+def load_kept(folder: Path) -> dict[str, Any] | None:
+    """A kept training's record (``training.json``: the row that trained it, its stats and seconds), ``None`` when
+    the folder is absent or incomplete."""
+    path = folder / DONE_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def keep(train_dir: Path, folder: Path, record: dict[str, Any]) -> None:
+    """Copy the finished training ``train_dir`` (its ``model`` and tables) to ``folder`` under a temporary name, write
+    ``training.json``, rename into place. A folder already kept (a sibling row running at the same time on the GPU
+    drain kept its own) is left as it is: a row may be reading it."""
+    if load_kept(folder) is not None:
+        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+    try:
+        shutil.copytree(train_dir, tmp / "train")
+        (tmp / DONE_FILE).write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+        if folder.exists():  # an incomplete folder left by a run that was killed while copying
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log.info("kept the training of %s for %d pending row(s) that interpolate from it: %s", record["row"],
+             len(record.get("for", [])), folder)
+
+
+def release(folder: Path) -> None:
+    """Remove a kept training no pending row needs."""
+    if folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        log.info("removed the kept training %s: no pending row needs it", folder)
