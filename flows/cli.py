@@ -605,6 +605,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``polysent``: the command's exit code (``flows.exit_codes``). A reader that closes the output pipe early
+    (``polysent sql … | head``) ends the command quietly with 0 instead of a
+    ``BrokenPipeError`` traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # inside the try: a closed pipe shows at this flush as often as at a write
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python flushes stdout again at exit; let that write go nowhere
+        from flows.exit_codes import OK
+
+        return OK
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     first = next((i for i, x in enumerate(argv) if not x.startswith("-")), None)
     if first is not None and argv[first] == "experiment":  # its own parser, options and --help included

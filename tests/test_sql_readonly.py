@@ -151,3 +151,22 @@ def test_json_output_keeps_nested_values(warehouse: DataRoot, capsys: pytest.Cap
     assert shell.run_query(warehouse, "SELECT entity, candidates FROM hard_negatives ORDER BY 1", "json") == 0
     assert json.loads(capsys.readouterr().out) == [{"entity": "Q1", "candidates": ["Q3", "Q4"]},
                                                    {"entity": "Q2", "candidates": []}]
+
+
+def test_a_reader_closing_the_pipe_early_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``polysent sql … | head -n 1``: the command ends with 0 and no ``BrokenPipeError`` traceback once ``head``
+    has what it wants (the table format's 1,000 rows of ~110 characters: more than the pipe's 64 KiB buffer; before
+    the fix, a traceback from ``print`` and exit 1)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    (tmp_path / "data").mkdir()
+    cmd = (f"{sys.executable} -m flows.cli sql \"SELECT range AS i, repeat('x', 100) AS s FROM range(200000)\" "
+           f"--data-root {tmp_path / 'data'} | head -n 1 > /dev/null; echo \"rc=${{PIPESTATUS[0]}}\"")
+    proc = subprocess.run(["bash", "-c", cmd], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.splitlines() == ["rc=0"], proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
