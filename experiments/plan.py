@@ -37,11 +37,19 @@ def _cost(row: dict[str, Any]) -> float:
     return wall / max(1, int(row.get("concurrent_jobs") or 1))
 
 
+def _scored_on_report(row: dict[str, Any]) -> bool:
+    return any(not k.startswith(("decision.", "final.", "train.")) for k in row.get("metrics") or {})
+
+
 def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int, machine: str) -> float | None:
+    """A row's cost: the median of its condition's rows at this scale on this machine, else of the rows scored like
+    it (on the report sets, or on the decision sets only: ``decision_only``), else the scale's stated estimate."""
     same = [_cost(r) for r in rows if r["condition"] == condition and r["scale"] == scale and _machine(r) == machine]
     if same:
         return statistics.median(same)
-    any_ = [_cost(r) for r in rows if r["scale"] == scale and _machine(r) == machine and r["condition"] != "start"]
+    report = not next((c.decision_only for c in q.conditions if c.name == condition), False)
+    any_ = [_cost(r) for r in rows if r["scale"] == scale and _machine(r) == machine and r["condition"] != "start"
+            and _scored_on_report(r) == report]
     if any_:
         return statistics.median(any_)
     s = q.scale(scale)

@@ -455,3 +455,20 @@ def test_a_decision_only_rows_hash_leaves_the_report_figures_out() -> None:
     assert trained_hash(q, full, 13, 1, tables) != trained_hash(fewer_report, full, 13, 1, tables)
     assert trained_hash(q, only, 13, 1, tables) != trained_hash(fewer_decision, only, 13, 1, tables)
     assert trained_hash(q, only, 13, 1, tables) != trained_hash(q, replace(only, interpolate_start=0.3), 13, 1, tables)
+
+
+def test_a_conditions_cost_is_estimated_from_rows_scored_like_it() -> None:
+    """Before a condition has rows, its estimate is the median of rows scored like it: a decision-only candidate's
+    from decision-only rows (a fraction of the report sets' scoring), a fully scored one's from fully scored rows."""
+    from experiments.plan import estimate
+
+    q = load_question(REPO / "experiments" / "me5_recipes")
+    only = [c.name for c in q.conditions if c.decision_only]
+    full = [c.name for c in q.conditions if not c.decision_only]
+    rows = [{**_row(only[0], 13, **{"decision.stsb_mono": 80.0}), "train_seconds": 100.0, "eval_seconds": 20.0},
+            {**_row(full[0], 13, bucc_f1=90.0, **{"decision.stsb_mono": 80.0}), "train_seconds": 100.0,
+             "eval_seconds": 900.0}]
+    assert estimate(q, rows, only[1], 1, "cpu") == 120.0
+    assert estimate(q, rows, full[0], 1, "cpu") == 1000.0
+    assert estimate(q, rows[:1], full[0], 1, "cpu") == q.scale(1).cpu_seconds  # nothing scored like it yet
+    assert estimate(q, rows[1:], only[1], 1, "cpu") == q.scale(1).cpu_seconds
