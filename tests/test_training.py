@@ -456,3 +456,28 @@ def test_example_training_config_plans_runs_from_a_pretrained_folder(shared_data
     files = nodes["train.soft_labels"].files
     assert "model/encoder/model.safetensors" in files and "model/teacher0/model.safetensors" in files
     assert nodes["train.mpcl"].config["settings"]["encoder"]["pretrained"] == "model"  # the folder's name only
+
+
+def test_mse_distillation_regresses_the_teachers_embeddings_as_the_model_outputs_them(corpora: dict[str, Path]) -> None:
+    """``loss: mse`` is sentence-transformers' ``MSELoss``: the student's raw embeddings against the teacher's as the
+    teacher outputs them (no extra L2 normalisation of the teacher only). With the student as its own teacher and no
+    dropout, the source side's term is 0 and the loss is the translation term on raw vectors."""
+    from models.encoder import SentenceEncoder
+    from models.training.train import build_components
+
+    soft = SoftLabelObjective(data="bitext_pairs", batch_size=6, teacher="self", loss="mse", teacher_cache=False)
+    settings = _settings(objectives=(soft,), steps=2, encoder=dataclasses.replace(TINY, dropout=0.0))
+    tables = {k: v for k, v in corpora.items() if k not in ("tokenizer", "eval_tatoeba")}
+    torch.manual_seed(0)
+    student = SentenceEncoder.from_settings(settings.encoder, corpora["tokenizer"])
+    (c,) = build_components(settings, tables, student, torch.device("cpu"))
+    batch = c.batch(0)
+    student.eval()
+    with torch.no_grad():
+        a, b = (student(texts) for texts in batch.columns)
+        first = torch.stack([b[n] if c.b_first[i] else a[n] for n, i in enumerate(c.plan.batch(0))])
+        second = torch.stack([a[n] if c.b_first[i] else b[n] for n, i in enumerate(c.plan.batch(0))])
+        assert not torch.allclose(first.norm(dim=-1), torch.ones(len(first)), atol=1e-2)  # raw: not unit vectors
+        got = batch.loss_fn([a, b])
+    expected = torch.nn.functional.mse_loss(second, first) / 2  # the source side's half is 0
+    assert torch.allclose(got, expected, rtol=1e-4, atol=1e-7), (float(got), float(expected))

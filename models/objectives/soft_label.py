@@ -88,8 +88,9 @@ Relations:
 ``loss: mse`` is ``embedding_mse`` instead (below): embedding-regression distillation, sentence-transformers'
 ``MSELoss`` as ``make_multilingual.py`` uses it (Reimers & Gurevych 2020, "Making Monolingual Sentence Embeddings
 Multilingual using Knowledge Distillation", methods §8.1): L = mean over all elements of ([S(s); S(t)] − [T; T])², the
-student's embeddings of both sides against the teacher's embedding of the source side, raw vectors; student and
-teacher dimensions must be equal (the soft labels work with any teacher dimension).
+student's embeddings of both sides against the teacher's embedding of the source side, both raw vectors as the
+models output them (a model ending in ``Normalize``, as multilingual-e5 and all-MiniLM do, outputs unit vectors);
+student and teacher dimensions must be equal (the soft labels work with any teacher dimension).
 
 Settings (``SoftLabelObjective``, kind ``soft_label``): its docstring. Inputs: the ``data`` pair table; the teacher is
 a model id (``models``/``with_models`` let the pipeline resolve it and hash its files). Shared loss parts:
@@ -197,7 +198,10 @@ class SoftLabelComponent(Component, builds=SoftLabelObjective):
             encoder.train_head = None
         else:
             encoder = SentenceEncoder.load(o.teacher, device)
-        self.teacher = Teacher(encoder.to(device), prefix=o.teacher_prefix, name=f"objective {name} teacher")
+        # mse regresses the teacher's embeddings as the teacher outputs them (sentence-transformers' MSELoss); the
+        # soft labels compare cosine similarities of L2-normalised teacher embeddings
+        self.teacher = Teacher(encoder.to(device), prefix=o.teacher_prefix, name=f"objective {name} teacher",
+                               normalize=o.loss != "mse")
         if o.loss == "mse" and self.teacher.dim != student.dim:
             raise ValueError(f"objective {name}: loss mse regresses the teacher's embeddings, but the teacher "
                              f"{o.teacher!r} has dimension {self.teacher.dim} and the student {student.dim}; use "

@@ -34,8 +34,8 @@ embeddings cached once for the texts the run's batches draw (``teacher_cache``).
 
 Relations:
     - ``soft_label`` with ``loss: mse`` regresses both sides onto its teacher's embedding of the priority side: this
-      loss with w_s = w_t = 1, but the student's raw embeddings against the teacher's normalised ones; this objective
-      compares like with like (``space``) and weighs the two terms apart;
+      loss with w_s = w_t = 1 and ``space: raw``; this objective also offers the normalised space and weighs the two
+      terms apart;
     - w_t = 0 is plain self-distillation on the sources (a "stay where you are" regulariser, an L2 pull towards the
       start's function rather than its weights); w_s = 0 is the translation term alone;
     - weight-space interpolation with the start (``training.interpolate_start``, ``models.training.interpolation``) is
