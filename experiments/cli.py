@@ -42,7 +42,7 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from experiments.plan import plan
+    from experiments.plan import format_seconds, plan
     from experiments.question import load_question
     from experiments.runner import run_row, score_start
 
@@ -59,6 +59,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         if a.budget and p.cpu_seconds and time.perf_counter() - t0 + p.cpu_seconds > a.budget:
             print(f"budget {a.budget:.0f} s: {p.key} not started", flush=True)
             continue
+        print(f"{q.name} {p.key}: started (~{format_seconds(p.cpu_seconds)} on 2 cores; -v logs its steps)",
+              flush=True)
         t1 = time.perf_counter()
         if p.key.condition == "start":
             row = score_start(q, device=a.device)
