@@ -45,9 +45,9 @@ def training_key(q: Question, condition: ConditionSpec, seed: int, scale: int, t
 
 def pending_siblings(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str],
                      results: Path | None = None) -> list[str]:
-    """The other conditions planned at ``seed`` and ``scale`` with ``condition``'s training key whose rows are not
-    in the ledger (``results``, default the question's) yet."""
-    done = {row_key(r) for r in read_rows(results or q.results)}
+    """The other conditions planned at ``seed`` and ``scale`` with ``condition``'s training key whose rows are in
+    neither the question's ledger nor ``results`` (where this run writes its rows: the GPU drain's own folder)."""
+    done = {row_key(r) for folder in {q.results, results or q.results} for r in read_rows(folder)}
     key = training_key(q, condition, seed, scale, tables)
     return [c.name for c, s, sc in q.planned()
             if (s, sc) == (seed, scale) and c.name != condition.name and RowKey(c.name, s, sc) not in done
