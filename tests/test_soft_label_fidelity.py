@@ -161,7 +161,7 @@ def test_objective_default_is_the_loss_default_and_the_component_passes_it(tmp_p
                              "lang": ["de"] * 8}), tmp_path / "bitext_pairs.parquet")
 
     class FakeTeacher:
-        def __init__(self, encoder, prefix: str = "", name: str = "teacher") -> None:
+        def __init__(self, encoder, prefix: str = "", name: str = "teacher", normalize: bool = True) -> None:
             self.dim = 5
 
         def cache(self, texts) -> None:
