@@ -39,6 +39,8 @@ def _table(rows: Sequence[dict[str, Any]], conditions: Sequence[str], figures: S
         if not rs:
             continue
         cells = [_ms([float(r["metrics"][f]) for r in rs if r["metrics"].get(f) is not None]) for f in figures]
+        if all(c == "—" for c in cells):  # not scored on these sets (a decision-only candidate on the report's)
+            continue
         seeds = ", ".join(str(r["seed"]) for r in rs) if c != "start" else "—"
         out.append(f"| {c} | {seeds} | " + " | ".join(cells) + " |")
     return out
@@ -101,16 +103,20 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
         for precision in sorted({str(r.get("precision")) for r in rows if int(r["scale"]) == scale}):
             rs = start + [r for r in rows if int(r["scale"]) == scale and str(r.get("precision")) == precision]
             title = f"## ×{scale}" + (f" ({s.steps} steps, batch ×{s.batch})" if s else "") + f", {precision}"
-            lines += [title, "", "Report sets, mean ± std over seeds (↓: lower is better):", "",
-                      *_table(rs, order, q.evaluation.report), ""]
+            lines.append(title)
+            report = _table(rs, order, q.evaluation.report)
+            if len(report) > 2:  # a header alone: only decision-only candidates have rows at this scale yet
+                lines += ["", "Report sets, mean ± std over seeds (↓: lower is better):", "", *report]
+            lines.append("")
             if q.evaluation.decision:
                 dec = [f"decision.{f}" for f in q.evaluation.decision]
                 lines += ["Decision sets (disjoint from the report sets; a search selects on these):", "",
                           *_table(rs, order, dec), ""]
             finals = [c.name for c in q.conditions if c.final]
-            if q.evaluation.final and finals:
+            final = _table(rs, ["start", *finals], [f"final.{f}" for f in q.evaluation.final])
+            if q.evaluation.final and finals and len(final) > 2:
                 lines += ["Final comparison on the full sets (every Tatoeba pair outside the decision range):", "",
-                          *_table(rs, ["start", *finals], [f"final.{f}" for f in q.evaluation.final]), ""]
+                          *final, ""]
             lines += _curves([r for r in rs if r["condition"] != "start"], order, q.evaluation.train_curves)
             figs = list(q.evaluation.report) + [f"decision.{f}" for f in q.evaluation.decision] + \
                 [f"final.{f}" for f in q.evaluation.final]
