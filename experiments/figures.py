@@ -28,6 +28,11 @@ KNOWN = ("tatoeba_trained", "tatoeba_untrained", "tatoeba_mean", "bucc_f1", "sts
          "stsb_mono", "stsb_cross", "xsim_error", "mewsc_accuracy")
 
 
+def on_report_sets(figure: str) -> bool:
+    """Whether a ledger figure name is scored on the report sets (not ``decision.*``, ``final.*`` or ``train.*``)."""
+    return not figure.startswith(("decision.", "final.", "train."))
+
+
 def higher_is_better(figure: str) -> bool:
     return figure.removeprefix("decision.").removeprefix("final.") not in LOWER_IS_BETTER
 

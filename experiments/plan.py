@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from experiments.figures import on_report_sets
 from experiments.ledger import RowKey, read_rows, row_key
 from experiments.question import ConditionSpec, Question
 
@@ -38,7 +39,7 @@ def _cost(row: dict[str, Any]) -> float:
 
 
 def _scored_on_report(row: dict[str, Any]) -> bool:
-    return any(not k.startswith(("decision.", "final.", "train.")) for k in row.get("metrics") or {})
+    return any(on_report_sets(k) for k in row.get("metrics") or {})
 
 
 def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int, machine: str) -> float | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Literal
 
+from experiments.figures import on_report_sets
 from experiments.paths import EXPERIMENTS
 from models.objective_registry import Objective
 from models.settings import EncoderSettings, Range, TrainSettings
@@ -220,7 +221,7 @@ def _check_references(q: Question, path: Path) -> None:
     if only and not q.evaluation.decision:
         problems.append(f"conditions.{sorted(only)[0]}.decision_only: the question has no evaluation.decision sets")
     for i, x in enumerate(q.comparisons):
-        report = [f for f in x.figures if not f.startswith(("decision.", "final.", "train."))]
+        report = [f for f in x.figures if on_report_sets(f)]
         for side, name in (("a", x.a), ("b", x.b)):
             if name in only and report:
                 problems.append(f"comparisons[{i}].{side}: {name!r} is decision_only, so it has no report figure "

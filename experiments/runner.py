@@ -65,13 +65,9 @@ def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int, t
     """The content hash of what a row trains: the run's full training settings (the start named by its id, the
     scale's steps, batch and precision), the sha256 of every corpus table it reads (``tables``: name → hash), and
     the figures it is scored on. A row whose hash differs from the question's current one is *stale*."""
-    from models.settings import key_view
-    from models.settings_io import to_mapping
-
-    settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
     report = [] if condition.decision_only else sorted(q.evaluation.report)
-    what = {"training": key_view(to_mapping(settings)), "kit": q.kit, "figures": report,
-            "decision": sorted(q.evaluation.decision), "tables": {k: tables.get(k) for k in settings.tables()}}
+    what = {**shared_training.training_view(q, condition, seed, scale, tables), "figures": report,
+            "decision": sorted(q.evaluation.decision)}
     if condition.final:
         what["final"] = sorted(q.evaluation.final)
     return canonical_hash(what)

@@ -32,15 +32,23 @@ log = logging.getLogger("polysent.experiments.shared_training")
 DONE_FILE = "training.json"  # written last: its presence says the kept training is complete
 
 
-def training_key(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str]) -> str:
-    """The content hash of what a row trains, ``interpolate_start`` left out: rows with equal keys train the same
+def training_view(q: Question, condition: ConditionSpec, seed: int, scale: int,
+                  tables: dict[str, str]) -> dict[str, Any]:
+    """What a row trains: its full training settings (the start named by its id), the kit and the sha256 of every
+    corpus table it reads (``tables``: name → hash) — the part of ``experiments.runner.trained_hash`` that names the
     weights."""
     from models.settings import key_view
     from models.settings_io import to_mapping
 
-    settings = replace(q.train_settings(condition, seed, scale, start=q.start, device="auto"), interpolate_start=None)
-    return canonical_hash({"training": key_view(to_mapping(settings)), "kit": q.kit,
-                           "tables": {k: tables.get(k) for k in settings.tables()}})
+    settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
+    return {"training": key_view(to_mapping(settings)), "kit": q.kit,
+            "tables": {k: tables.get(k) for k in settings.tables()}}
+
+
+def training_key(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str]) -> str:
+    """The content hash of what a row trains, ``interpolate_start`` left out: rows with equal keys train the same
+    weights."""
+    return canonical_hash(training_view(q, replace(condition, interpolate_start=None), seed, scale, tables))
 
 
 def pending_siblings(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str],
