@@ -31,7 +31,6 @@ Every corpus goes through the leakage guard (``pipelines.leakage``) against ever
 
 from __future__ import annotations
 
-import csv
 import fcntl
 import hashlib
 import json
@@ -45,12 +44,12 @@ from pathlib import Path
 from typing import Any
 
 from experiments.paths import KITS, SHARED
+from pipelines.ntrex_documents import HELD_OUT_EVERY  # every 5th NTREX document is held out of training (xSIM)
 
 log = logging.getLogger("polysent.experiments.kits")
 XNLI_LANGUAGES = ("en", "de", "fr", "es", "ru", "zh")
 TRAINED_TATOEBA = ("deu", "fra", "spa", "rus", "cmn")
 NTREX_CODES = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh": "zho-CN"}
-HELD_OUT_EVERY = 5  # every 5th NTREX document is held out of training (xSIM)
 DECISION_TATOEBA = (700, 800)  # Tatoeba pairs with idx in [700, 800) form the decision set (report: idx < 300)
 DECISION_STSB_PAIRS = 500  # STS-B multi-mt dev pairs (idx <) per language in the decision set
 STSB_LANGUAGES = ("en", "de", "es", "fr")
@@ -147,13 +146,14 @@ def _rel(paths: dict[str, Path], base: Path) -> dict[str, str]:
 
 
 def ntrex_split(ntrex: Path, every: int) -> tuple[list[int], list[int], int]:
-    """Line numbers of NTREX's training and held-out documents (every ``every``-th document, in file order)."""
-    with (ntrex / "DOCUMENT_IDS.tsv").open(encoding="utf-8") as f:
-        docs = [row[0] for row in csv.reader(f, delimiter="\t")]
-    order = list(dict.fromkeys(docs))
-    held = {d for i, d in enumerate(order) if i % every == every - 1}
-    return ([i for i, d in enumerate(docs) if d not in held], [i for i, d in enumerate(docs) if d in held],
-            len(held))
+    """Line numbers of NTREX's training and held-out documents (every ``every``-th document, in file order: the split
+    of ``pipelines.ntrex_documents``, which a config's ``nway`` bitext source and ``parallel`` xSIM set read with
+    ``documents: train`` / ``held_out``) and the number of held-out documents."""
+    from pipelines.ntrex_documents import DOCUMENT_IDS, document_ids, split_lines
+
+    ids = document_ids(ntrex / DOCUMENT_IDS)
+    train, held = split_lines(ids, every)
+    return train, held, len({ids[i] for i in held})
 
 
 def _write_ntrex(ntrex: Path, codes: dict[str, str], every: int, train_dir: Path, held_dir: Path) -> dict[str, Path]:

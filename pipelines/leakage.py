@@ -8,7 +8,10 @@ with a member whose normalised text (``pipelines.text_normalise``) equals a norm
 Evaluation sets are read from files: ``lines`` (one sentence per line: Tatoeba, FLORES, NTREX), ``tsv`` (chosen
 0-based columns: BUCC ``id<TAB>sentence`` → ``[1]``, STS ``s1<TAB>s2`` → ``[0, 1]``, XNLI ``[0, 1]``) or ``csv``
 (named columns with a header, quoted: stsb-multi-mt ``[s1, s2]``). ``path`` may be a file, a folder (every file in it)
-or a glob.
+or a glob. ``ntrex``: an NTREX-128 folder as published (``newstest2019-src.eng.txt``, ``newstest2019-ref.{code}.txt``),
+``languages`` (codes as in the file names; English always) and ``documents``: ``held_out`` reads only the lines of
+the documents an xSIM set with ``documents: held_out`` scores (``pipelines.ntrex_documents``), so a corpus built
+from NTREX's training documents loses only what actually overlaps the evaluation.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pipelines.ntrex_documents import DOCUMENT_IDS, HELD_OUT_EVERY, Documents, selected_lines
 from pipelines.text_normalise import normalise_series
 
 log = logging.getLogger("polysent.pipelines.leakage")
@@ -32,11 +36,27 @@ class EvalSetSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     path: Path
-    format: Literal["lines", "tsv", "csv"] = "lines"
+    format: Literal["lines", "tsv", "csv", "ntrex"] = "lines"
     columns: list[int | str] = Field(default_factory=list, description="tsv: 0-based indices; csv: header names, "
                                      "or 0-based indices for a file without a header row")
+    languages: list[str] = Field(default_factory=list, description="ntrex: codes as in the file names (deu, "
+                                 "zho-CN); empty = all; English (eng) always")
+    documents: Documents = Field("all", description="ntrex: all lines, or the training / held-out documents only")
+    held_out_every: int = Field(HELD_OUT_EVERY, ge=2, description="ntrex: every n-th document is held out")
+
+    @model_validator(mode="after")
+    def _ntrex_fields(self) -> EvalSetSpec:
+        if self.format != "ntrex" and (self.languages or self.documents != "all"):
+            raise ValueError(f"leakage eval set {self.name!r}: languages and documents are for format ntrex (an "
+                             f"NTREX-128 folder), not {self.format}")
+        return self
 
     def resolve(self) -> list[Path]:
+        if self.format == "ntrex":
+            from pipelines.eval_sets.parallel import ntrex_files
+
+            files = sorted(ntrex_files(self.path, self.languages).values())
+            return files + ([self.path / DOCUMENT_IDS] if self.documents != "all" else [])
         p = str(self.path)
         if any(c in p for c in "*?["):
             found = sorted(Path(f) for f in glob.glob(p) if Path(f).is_file())
@@ -61,7 +81,21 @@ class LeakageSettings(BaseModel):
         return {f"leakage/{s.name}/{p.name}": p for s in self.eval_sets for p in s.resolve()}
 
 
+def _read_ntrex_texts(spec: EvalSetSpec, path: Path) -> list[str]:
+    """The lines of one NTREX file that ``spec.documents`` selects (every line for ``all``); the ids file itself
+    holds no evaluation text."""
+    from pipelines.eval_sets.lines import read_text_lines
+
+    if path.name == DOCUMENT_IDS:
+        return []
+    lines = read_text_lines(path)
+    chosen = selected_lines(path.parent / DOCUMENT_IDS, spec.documents, spec.held_out_every, n_lines=len(lines))
+    return lines if chosen is None else [lines[i] for i in chosen]
+
+
 def _read_texts(spec: EvalSetSpec, path: Path) -> list[str]:
+    if spec.format == "ntrex":
+        return _read_ntrex_texts(spec, path)
     opener = gzip.open if path.suffix == ".gz" else open
     if spec.format == "csv":
         # header names, or 0-based indices for a file without a header row (stsb_multi_mt's ``s1,s2,score``)

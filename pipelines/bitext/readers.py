@@ -47,6 +47,7 @@ from pipelines.bitext.sources import (
 )
 from pipelines.hub import load_hub_dataset
 from pipelines.language_codes import check_language, primary_subtag
+from pipelines.ntrex_documents import document_ids, split_lines
 from pipelines.text_lines import open_binary
 
 log = logging.getLogger("polysent.pipelines.bitext")
@@ -378,10 +379,29 @@ def _nway_setup(source: NwaySource, pivots: list[str]) -> tuple[dict[str, Path],
     return files, pairs
 
 
+def _nway_selection(source: NwaySource) -> np.ndarray | None:
+    """A boolean per line: the lines of the documents ``source.documents`` selects (``None``: every line)."""
+    ids_file = source.document_ids_file()
+    if ids_file is None:
+        return None
+    ids = document_ids(ids_file)
+    train, held = split_lines(ids, source.held_out_every)
+    keep = np.zeros(len(ids), dtype=bool)
+    keep[train if source.documents == "train" else held] = True
+    return keep
+
+
+def _document_mismatch(source: NwaySource, files: dict[str, Path], n_ids: int, n_lines: int) -> BitextFormatError:
+    return BitextFormatError(f"{source.document_ids_file()}: {n_ids} document ids, but the nway files "
+                             f"({', '.join(str(p) for p in files.values())}) have {n_lines} lines; expected one id "
+                             "per line")
+
+
 def _nway_chunks(source: NwaySource, pivots: list[str], chunk_rows: int) -> Iterator[pl.DataFrame]:
     files, pairs = _nway_setup(source, pivots)
     used = sorted({lang for pair in pairs for lang in pair})
     step = max(1, chunk_rows // len(pairs))
+    keep = _nway_selection(source)
     with ExitStack() as stack:
         readers = {lang: _LineReader(stack.enter_context(open_binary(files[lang])), str(files[lang]))
                    for lang in used}
@@ -390,9 +410,21 @@ def _nway_chunks(source: NwaySource, pivots: list[str], chunk_rows: int) -> Iter
             line = 1
             for got in _aligned_lines(readers, step):
                 n = len(next(iter(got.values())))
-                for a, b in pairs:
-                    yield _frame(a, b, got[a], got[b], files[a].name, line, strip=False)
+                if keep is None:
+                    for a, b in pairs:
+                        yield _frame(a, b, got[a], got[b], files[a].name, line, strip=False)
+                else:
+                    if line - 1 + n > len(keep):
+                        raise _document_mismatch(source, files, len(keep), _count_files([files[used[0]]])
+                                                 [str(files[used[0]])])
+                    mask = pl.Series(keep[line - 1:line - 1 + n])
+                    numbers = pl.int_range(line, line + n, dtype=pl.Int64, eager=True).filter(mask)
+                    for a, b in pairs:
+                        yield _frame(a, b, got[a].filter(mask), got[b].filter(mask), files[a].name, numbers,
+                                     strip=False)
                 line += n
+            if keep is not None and line - 1 != len(keep):
+                raise _document_mismatch(source, files, len(keep), line - 1)
 
         yield from _rechunk_rows(frames(), chunk_rows)
 
@@ -562,6 +594,11 @@ def count_pairs(source: Any, pivots: list[str]) -> dict[tuple[str, str], int]:
         files, pairs = _nway_setup(source, pivots)
         used = sorted({lang for pair in pairs for lang in pair})
         n = next(iter(_count_files([files[lang] for lang in used]).values()))
+        keep = _nway_selection(source)
+        if keep is not None:
+            if n != len(keep):
+                raise _document_mismatch(source, files, len(keep), n)
+            n = int(keep.sum())
         return {pair: n for pair in pairs}
     if not isinstance(source, MosesSource | TmxSource | OpusZipSource | ParquetSource | HubSource):
         raise TypeError(f"not a bitext source: {type(source).__name__}")

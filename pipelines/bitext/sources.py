@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from pipelines.ntrex_documents import DOCUMENT_IDS, HELD_OUT_EVERY, Documents
 
 
 class _Strict(BaseModel):
@@ -37,6 +39,11 @@ class NwaySource(_Strict):
     Either ``files`` (language → file) or ``dir`` + ``pattern`` with ``{code}`` + ``languages`` (language → the code
     in the file name, e.g. ``de: deu`` for NTREX's ``newstest2019-ref.deu.txt``). Pairs are formed between every pivot
     and every other language present.
+
+    ``documents: train`` / ``held_out`` reads only the lines of NTREX's training / held-out documents
+    (``pipelines.ntrex_documents``: every ``held_out_every``-th document held out), from ``document_ids`` (default
+    ``dir/DOCUMENT_IDS.tsv``); the ``line`` column keeps the files' own line numbers. Train on ``train`` and score
+    xSIM on the ``parallel`` evaluation set with ``documents: held_out``.
     """
 
     format: Literal["nway"]
@@ -44,6 +51,9 @@ class NwaySource(_Strict):
     dir: Path | None = None
     pattern: str | None = None
     languages: dict[str, str] | None = None
+    documents: Documents = Field("all", description="all lines, or NTREX's training / held-out documents only")
+    held_out_every: int = Field(HELD_OUT_EVERY, ge=2, description="every n-th document is held out")
+    document_ids: Path | None = Field(None, description=f"the per-line document ids (default dir/{DOCUMENT_IDS})")
 
     @model_validator(mode="after")
     def _one_layout(self) -> NwaySource:
@@ -53,7 +63,19 @@ class NwaySource(_Strict):
             raise ValueError("give files or dir + pattern, not both")
         if self.pattern is not None and "{code}" not in self.pattern:
             raise ValueError(f"pattern {self.pattern!r} must contain '{{code}}'")
+        if self.documents != "all" and self.document_ids is None and self.dir is None:
+            raise ValueError(f"documents: {self.documents} needs document_ids (the DOCUMENT_IDS.tsv of the files) "
+                             "or dir (read as dir/DOCUMENT_IDS.tsv)")
         return self
+
+    def document_ids_file(self) -> Path | None:
+        """The ids file that ``documents`` reads (``None`` for ``all``)."""
+        if self.documents == "all":
+            return None
+        if self.document_ids is not None:
+            return self.document_ids
+        assert self.dir is not None
+        return self.dir / DOCUMENT_IDS
 
     def language_files(self) -> dict[str, Path]:
         if self.files is not None:
@@ -131,7 +153,9 @@ def source_files(source: Any) -> dict[str, Path]:
                     for p in sorted(source.path.rglob("*.parquet"))}
         return {f"{source.src}-{source.tgt}/{source.path.name}": source.path}
     if isinstance(source, NwaySource):
-        return {f"nway/{lang}/{p.name}": p for lang, p in sorted(source.language_files().items())}
+        ids = source.document_ids_file()
+        return {**{f"nway/{lang}/{p.name}": p for lang, p in sorted(source.language_files().items())},
+                **({f"nway/{ids.name}": ids} if ids is not None else {})}
     return {}
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 import polars as pl
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from pipelines.eval_sets.lines import (
     AlignedRows,
@@ -45,6 +45,7 @@ from pipelines.eval_sets.lines import (
 )
 from pipelines.eval_sets.source_config import StrictConfig
 from pipelines.language_codes import data_language, language_name
+from pipelines.ntrex_documents import DOCUMENT_IDS, HELD_OUT_EVERY, Documents, selected_lines
 
 log = logging.getLogger("polysent.pipelines.eval_sets")
 
@@ -56,15 +57,23 @@ NTREX_LANGUAGES = "LANGUAGES.tsv"
 _NTREX_REF = re.compile(r"newstest2019-ref(?P<second>-2)?\.(?P<code>[^.]+)\.txt")
 
 
-def _aligned(dataset: str, files: dict[str, Path], skipped: Skipped, names: dict[str, str] | None = None
-             ) -> pl.DataFrame:
-    """The N-way table of ``files`` (lang → file); a row with a blank line in any language is dropped from all."""
+def _aligned(dataset: str, files: dict[str, Path], skipped: Skipped, names: dict[str, str] | None = None,
+             documents: tuple[Path, Documents, int] | None = None) -> pl.DataFrame:
+    """The N-way table of ``files`` (lang → file); a row with a blank line in any language is dropped from all.
+    ``documents`` (ids file, which documents, held_out_every) keeps only the lines of those documents
+    (``pipelines.ntrex_documents``), with their own line numbers as ``idx``."""
     texts = dict(zip(files, aligned_lines(*files.values()), strict=True))
     n = len(next(iter(texts.values()), []))
     rows = AlignedRows(files, TABLE, f"{dataset} ({len(files)} languages)", n)
     for lang, t in texts.items():
         rows.blank(lang, t, f"the {lang} translation of line i of every other language's file")
     keep = rows.report(skipped)
+    if documents is not None and documents[1] != "all":
+        ids_file, which, every = documents
+        chosen = set(selected_lines(ids_file, which, every, n_lines=n) or ())
+        keep = [i for i in keep if i in chosen]
+        log.info("%s: %s documents (every %d-th document held out, %s): %d of %d lines", dataset, which, every,
+                 short(ids_file), len(keep), n)
     frames = [pl.DataFrame({"dataset": dataset, "lang": lang, "idx": keep, "text": [t[i] for i in keep]},
                            schema=SCHEMA) for lang, t in texts.items()]
     log.info("%s: %d languages × %d sentences (%d rows dropped) (%s)", dataset, len(files), len(keep), n - len(keep),
@@ -122,9 +131,13 @@ def ntrex_files(folder: Path, languages: Sequence[str] = (), skipped: Skipped | 
 
 
 def read_ntrex(folder: Path, languages: Sequence[str] = (), dataset: str = "ntrex128",
-               skipped: Skipped | None = None) -> pl.DataFrame:
+               skipped: Skipped | None = None, documents: Documents = "all",
+               held_out_every: int = HELD_OUT_EVERY) -> pl.DataFrame:
+    """NTREX's N-way table; ``documents`` ``train`` / ``held_out`` keeps the lines of those documents only
+    (``DOCUMENT_IDS.tsv`` in ``folder``; ``pipelines.ntrex_documents``)."""
     skipped = skipped_or_new(skipped)
-    return _aligned(dataset, ntrex_files(folder, languages, skipped), skipped, ntrex_codes(folder))
+    return _aligned(dataset, ntrex_files(folder, languages, skipped), skipped, ntrex_codes(folder),
+                    (Path(folder) / DOCUMENT_IDS, documents, held_out_every))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -162,18 +175,32 @@ class ParallelSource(StrictConfig):
                                                                    "eng_Latn); empty = all; NTREX always adds eng")
     split: str = Field("devtest", description="FLORES split (dev, devtest); unused for NTREX")
     name: str | None = Field(None, description="dataset column (default ntrex128 / flores200)")
+    documents: Documents = Field("all", description="NTREX: all lines, or only the training / held-out documents "
+                                 "(DOCUMENT_IDS.tsv; every held_out_every-th document held out)")
+    held_out_every: int = Field(HELD_OUT_EVERY, ge=2, description="NTREX: every n-th document is held out")
+
+    @model_validator(mode="after")
+    def _documents_for_ntrex(self) -> ParallelSource:
+        if self.documents != "all" and self.format != "ntrex":
+            raise ValueError(f"documents: {self.documents} splits NTREX by its DOCUMENT_IDS.tsv; format "
+                             f"{self.format} has no document ids (expected documents: all)")
+        return self
 
 
 def read_parallel(source: ParallelSource, skipped: Skipped | None = None) -> pl.DataFrame:
     """One configured entry of ``EvalSources.parallel``."""
     if source.format == "ntrex":
-        return read_ntrex(source.path, source.languages, source.name or "ntrex128", skipped)
+        return read_ntrex(source.path, source.languages, source.name or "ntrex128", skipped, source.documents,
+                          source.held_out_every)
     return read_flores(source.path, source.languages, source.split, source.name or "flores200", skipped)
 
 
 def parallel_files(source: ParallelSource) -> list[Path]:
     if source.format == "ntrex":
         files = list(ntrex_files(source.path, source.languages).values())
-        codes = Path(source.path) / NTREX_LANGUAGES
-        return sorted(files + ([codes] if codes.is_file() else []))
+        codes, ids = Path(source.path) / NTREX_LANGUAGES, Path(source.path) / DOCUMENT_IDS
+        if source.documents != "all" and not ids.is_file():
+            raise FileNotFoundError(f"{ids}: missing; documents: {source.documents} reads NTREX's document ids "
+                                    "(one id a line, line-aligned with newstest2019-src.eng.txt)")
+        return sorted(files + ([codes] if codes.is_file() else []) + ([ids] if source.documents != "all" else []))
     return sorted(flores_files(source.path, source.languages, source.split).values())
