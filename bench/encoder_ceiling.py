@@ -63,7 +63,9 @@ from bench.shared_data import REPO, SHARED
 
 BLOCKS = (1024, 4096, 16384)
 ME5_BLOCKS = (1024, 2048, 4096)
-TARGET = 0.70  # of the float32 floor, at both lengths (issue 37)
+# of the float32 floor, at both lengths (issue 37: the MKL GEMM floor, "mm"); also shown against the best floor
+# (oneDNN's packed weights, the kernel the packed path itself runs), the stricter reading
+TARGET = 0.70
 
 
 def linear_shapes(backbone: Any) -> list[tuple[int, int]]:
@@ -429,7 +431,9 @@ def me5_report_lines(res: dict[str, Any]) -> list[str]:
         lines.append(f"  {name} lengths: {c['texts']:,} texts, {c['tokens']:,} tokens "
                      f"({c['tokens'] / c['texts']:.1f} a text); floor {floors}")
         for job, label in (("after", "after (packed path)"), ("before", "before (padded 🤗 forward)")):
-            met = f" (target ≥ {TARGET:.0%}: {'met' if c['of_best_floor'][job] >= TARGET else 'NOT met'})"
+            met = "".join(f"; target ≥ {TARGET:.0%} of the {which} floor: "
+                          f"{'met' if c[key][job] >= TARGET else 'NOT met'}"
+                          for which, key in (("mm (the issue's)", "of_mm_floor"), ("best", "of_best_floor")))
             lines.append(f"    {label}: {t[job]:.2f} s = {sps[job]:.0f} sentences/s = {c['of_mm_floor'][job]:.0%} of "
                          f"the mm floor, {c['of_best_floor'][job]:.0%} of the best floor"
                          + (met if job == "after" else ""))
