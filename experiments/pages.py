@@ -157,6 +157,23 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
                 out.append(f"| {_label(d.figure)} | {f(d.mean_a)} | {f(d.mean_b)} | {f(d.delta, '+.2f')} | "
                            f"{f(d.bar)} | {d.n} | {d.outcome} |")
             out.append("")
+    if q.keeps:
+        out += ["## Keeping the start's quality", "", "Rule (`experiments/verdicts.py`): per figure the condition's "
+                "mean over seeds against the start's value, **kept** unless below it by more than the tolerance "
+                "(sign-adjusted: for ↓ figures, above it), else **lost**; the claim **holds** when every figure is "
+                "kept, **does not hold** when one is lost; fewer than 3 seeds or no start row: **pending**.", ""]
+        for k in q.keeps:
+            kepts = [verdicts.kept(rows, k.condition, f, k.tolerance, k.scale) for f in k.figures]
+            out += [f"### {k.claim} (×{k.scale}): **{verdicts.keep_verdict(kepts)}**", "",
+                    f"`{k.condition}` against `start`, tolerance {k.tolerance:g} points", "",
+                    "| figure | condition | start | Δ | seeds | outcome |", "|---|---|---|---|---|---|"]
+            for x in kepts:
+                def g(v: float | None, fmt: str = ".2f") -> str:
+                    return "—" if v is None else format(v, fmt)
+
+                out.append(f"| {_label(x.figure)} | {g(x.mean)} | {g(x.start)} | {g(x.delta, '+.2f')} | {x.n} | "
+                           f"{x.outcome} |")
+            out.append("")
     if q.decision:
         d = q.decision
         default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep,
@@ -191,6 +208,10 @@ def headline(items: Sequence[tuple[Question, Sequence[dict[str, Any]], Sequence[
             diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale),
                                      f) for f in c.figures]
             lines.append(f"| {link} | {c.claim} (×{c.scale}) | {verdicts.claim_verdict(diffs)} | "
+                         f"{done} / {len(planned)} |")
+        for k in q.keeps:
+            kepts = [verdicts.kept(rows, k.condition, f, k.tolerance, k.scale) for f in k.figures]
+            lines.append(f"| {link} | {k.claim} (×{k.scale}) | {verdicts.keep_verdict(kepts)} | "
                          f"{done} / {len(planned)} |")
         if q.decision:
             d = q.decision

@@ -14,8 +14,9 @@ validated by the same code that trains it. What a question holds:
 - ``conditions``: name, objectives, the seeds and scales it runs at;
 - ``evaluation``: the figures (``experiments.figures``) on the ``report`` sets, and on the ``decision`` sets when a
   rule selects among conditions;
-- ``comparisons`` (claims: A beats B on these figures) and ``decision`` (a search: which condition becomes the
-  default), whose rules ``experiments.verdicts`` applies and each ``RESULTS.md`` states.
+- ``comparisons`` (claims: A beats B on these figures), ``keeps`` (claims: a condition stays within a tolerance of the
+  start on these figures) and ``decision`` (a search: which condition becomes the default), whose rules
+  ``experiments.verdicts`` applies and each ``RESULTS.md`` states.
 """
 
 from __future__ import annotations
@@ -102,6 +103,18 @@ class ComparisonSpec:
 
 
 @dataclass(frozen=True)
+class KeepSpec:
+    """A claim: ``condition`` keeps the start's quality — its mean over seeds on each of ``figures`` is not below the
+    start's (condition ``start``) by more than ``tolerance`` points (the rule in ``experiments.verdicts``)."""
+
+    claim: str
+    condition: str
+    figures: tuple[str, ...]
+    tolerance: Annotated[float, Range(ge=0)] = 0.5
+    scale: AtLeastOne = 1
+
+
+@dataclass(frozen=True)
 class DecisionSpec:
     """A search: among ``candidates``, the one with the best mean of ``figures`` (decision sets) replaces the
     ``incumbent`` (the current default) only when ahead by the rule's margin; ``setting`` names what it decides.
@@ -135,6 +148,7 @@ class Question:
     default_scales: tuple[int, ...] = (1,)
     score_start: bool = True
     comparisons: tuple[ComparisonSpec, ...] = ()
+    keeps: tuple[KeepSpec, ...] = ()
     decision: DecisionSpec | None = None
     checks: tuple[str, ...] = ()  # what was checked to rule out a bug before a verdict is read (shown in RESULTS.md)
 
@@ -213,6 +227,7 @@ def _check_references(q: Question, path: Path) -> None:
                 problems.append(f"conditions.{c.name}.scales: ×{sc} is not one of scales {sorted(known_scales)}")
     refs = [(f"comparisons[{i}].a", x.a) for i, x in enumerate(q.comparisons)]
     refs += [(f"comparisons[{i}].b", x.b) for i, x in enumerate(q.comparisons)]
+    refs += [(f"keeps[{i}].condition", x.condition) for i, x in enumerate(q.keeps)]
     if q.decision:
         refs += [("decision.incumbent", q.decision.incumbent)]
         refs += [(f"decision.candidates[{i}]", x) for i, x in enumerate(q.decision.candidates)]
@@ -226,6 +241,15 @@ def _check_references(q: Question, path: Path) -> None:
             if name in only and report:
                 problems.append(f"comparisons[{i}].{side}: {name!r} is decision_only, so it has no report figure "
                                 f"{report[0]!r}; expected decision.* figures, or a condition scored on the report")
+    by_name = {c.name: c for c in q.conditions}
+    for i, k in enumerate(q.keeps):
+        c = by_name.get(k.condition)
+        for f in k.figures if c else ():
+            if f.startswith("final.") and not c.final:
+                problems.append(f"keeps[{i}].figures: {f!r} is scored on the full sets, for final conditions only; "
+                                f"{c.name!r} is not final: true")
+            elif on_report_sets(f) and c.decision_only:
+                problems.append(f"keeps[{i}].figures: {c.name!r} is decision_only, so it has no report figure {f!r}")
     if problems:
         raise ValueError("\n".join(f"{path}: {p}" for p in problems))
 

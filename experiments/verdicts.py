@@ -8,6 +8,11 @@ only: a seed's runs share their batches and initial weights), with *higher is be
 at least one figure and ahead on fewer than a majority; otherwise (ties only, or ahead on some and behind on none
 short of a majority) it is **inconclusive**. Fewer than 3 paired seeds: **pending**.
 
+**Keep** (``keeps``: a condition keeps the start's quality). Per figure, the condition's mean over its seeds against
+the start's value (one deterministic row), sign-adjusted: **kept** when not below it by more than ``tolerance``
+points, else **lost**. The claim **holds** when every figure is kept and **does not hold** when one is lost; fewer
+than 3 seeds, or no start row: **pending**.
+
 **Decision** (``decision``: which candidate becomes the default). Each run's decision score is the mean of its
 decision figures (sign-adjusted as above). The candidate with the highest mean score replaces the incumbent when its
 paired difference to the incumbent passes the same bar (d > max(2·se, 0.1), n ≥ 3); otherwise the incumbent stays.
@@ -99,6 +104,34 @@ def falls_behind_start(rows: Sequence[dict[str, Any]], condition: str, keep: Seq
         if sign * (mean - start) < -tolerance:
             return f"{condition}: {f} {mean:.2f} against the start's {start:.2f} (tolerance {tolerance:g})"
     return None
+
+
+@dataclass(frozen=True)
+class Kept:
+    figure: str
+    n: int
+    mean: float | None
+    start: float | None
+    delta: float | None  # mean − start in the figure's own direction (not sign-adjusted)
+    outcome: str  # kept | lost | pending
+
+
+def kept(rows: Sequence[dict[str, Any]], condition: str, figure: str, tolerance: float, scale: int) -> Kept:
+    """``condition``'s mean on ``figure`` against the start's, by the **Keep** rule."""
+    start = values(rows, "start", figure, 0).get(0)
+    mine = values(rows, condition, figure, scale)
+    mean = statistics.fmean(mine.values()) if mine else None
+    delta = None if mean is None or start is None else mean - start
+    if delta is None or len(mine) < MIN_SEEDS:
+        return Kept(figure, len(mine), mean, start, delta, "pending")
+    sign = 1.0 if higher_is_better(figure) else -1.0
+    return Kept(figure, len(mine), mean, start, delta, "lost" if sign * delta < -tolerance else "kept")
+
+
+def keep_verdict(kepts: Sequence[Kept]) -> str:
+    if not kepts or any(k.outcome == "pending" for k in kepts):
+        return "pending"
+    return "does not hold" if any(k.outcome == "lost" for k in kepts) else "holds"
 
 
 def decide(rows: Sequence[dict[str, Any]], incumbent: str, candidates: Sequence[str], figures: Sequence[str],

@@ -172,6 +172,32 @@ def test_a_candidate_below_the_start_on_a_kept_figure_cannot_replace_the_incumbe
     assert verdicts.decide(rows[1:], "inc", ["greedy", "keeper"], figs, 1, keep=[figs[1]])[1].startswith("pending")
 
 
+def test_a_keep_claim_holds_within_the_tolerance_of_the_start_and_reads_lower_is_better_figures() -> None:
+    """``keeps``: the condition's mean over seeds against the start's one value; 0.4 below on a higher-is-better
+    figure is kept at tolerance 0.5, 0.6 below is lost; xSIM's error 0.6 *above* the start's is lost, 0.6 below kept;
+    fewer than 3 seeds or no start row: pending."""
+    figs = ["final.stsb_mono", "final.xsim_error"]
+    start = {**_row("start", 0, 0, **{figs[0]: 80.0, figs[1]: 5.0}), "scale": 0}
+
+    def rows(mono: float, xsim: float, seeds: tuple[int, ...] = (13, 14, 15)) -> list[dict]:
+        # seeds spread ±0.2 around the mean
+        return [start] + [_row("c", s, **{figs[0]: mono + d, figs[1]: xsim - d})
+                          for s, d in zip(seeds, (-0.2, 0.0, 0.2), strict=False)]
+
+    def verdict(rs: list[dict], tolerance: float = 0.5) -> tuple[str, list[str]]:
+        kepts = [verdicts.kept(rs, "c", f, tolerance, 1) for f in figs]
+        return verdicts.keep_verdict(kepts), [k.outcome for k in kepts]
+
+    assert verdict(rows(79.6, 4.4)) == ("holds", ["kept", "kept"])
+    assert verdict(rows(79.4, 4.4)) == ("does not hold", ["lost", "kept"])
+    assert verdict(rows(79.6, 5.6)) == ("does not hold", ["kept", "lost"])
+    assert verdict(rows(79.4, 4.4), tolerance=0.7) == ("holds", ["kept", "kept"])
+    assert verdict(rows(79.6, 4.4, seeds=(13, 14)))[0] == "pending"
+    assert verdict(rows(79.6, 4.4)[1:])[0] == "pending"
+    k = verdicts.kept(rows(79.4, 4.4), "c", figs[0], 0.5, 1)
+    assert (k.n, round(k.mean or 0, 6), k.start, round(k.delta or 0, 6)) == (3, 79.4, 80.0, -0.6)
+
+
 def test_a_decision_only_condition_needs_decision_sets_and_no_report_figure_in_a_claim(tmp_path: Path) -> None:
     base = (REPO / "experiments" / "me5_recipes" / "question.yaml").read_text()
     folder = tmp_path / "me5_recipes"
@@ -183,6 +209,14 @@ def test_a_decision_only_condition_needs_decision_sets_and_no_report_figure_in_a
     (folder / "question.yaml").write_text(bad)
     with pytest.raises(ValueError, match=f"comparisons\\[0\\].a: '{re.escape(only)}' is decision_only"):
         load_question(folder)
+
+    # a keep claim on the full sets needs a final condition, on the report sets one scored there
+    keep = f"""  - {{claim: "y", condition: "{only}", figures: [final.stsb_mono, sts17_mono]}}\n"""
+    (folder / "question.yaml").write_text(base.replace("keeps:\n", "keeps:\n" + keep, 1))
+    with pytest.raises(ValueError, match=f"keeps\\[0\\].figures: 'final.stsb_mono' is scored on the full sets, "
+                                         f"for final conditions only; '{re.escape(only)}' is not final") as e:
+        load_question(folder)
+    assert f"keeps[0].figures: '{only}' is decision_only, so it has no report figure 'sts17_mono'" in str(e.value)
 
 
 # ---------------------------------------------------------------------------------------------- pages
