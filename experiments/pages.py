@@ -178,8 +178,9 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
         d = q.decision
         default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep,
                                                d.tolerance)
-        keep = (f" A candidate whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the start's by more than "
-                f"{d.tolerance:g} points is out." if d.keep else "")
+        keep = (f" A condition whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the start's by more than "
+                f"{d.tolerance:g} points is out; when the incumbent is out, the best remaining candidate is the "
+                "default without the bar." if d.keep else "")
         out += [f"## Decision: `{d.setting}` (×{d.scale})", "",
                 f"Rule (`experiments/verdicts.py`): each run's decision score is the mean of "
                 f"{', '.join(f'`{x}`' for x in d.figures)} (sign-adjusted); the best candidate replaces the incumbent "

@@ -17,8 +17,9 @@ than 3 seeds, or no start row: **pending**.
 decision figures (sign-adjusted as above). The candidate with the highest mean score replaces the incumbent when its
 paired difference to the incumbent passes the same bar (d > max(2·se, 0.1), n ≥ 3); otherwise the incumbent stays.
 Until every candidate has 3 seeds the decision is **pending**. A decision with ``keep`` figures first sets aside every
-candidate whose mean on one of them is below the untrained start's by more than ``tolerance`` points (a recipe that
-must keep the start's monolingual quality).
+condition whose mean on one of them is below the untrained start's by more than ``tolerance`` points (a recipe that
+must keep the start's monolingual quality); when that sets aside the incumbent too, the best remaining candidate is
+the default without the bar (the incumbent stays only when every condition is set aside).
 """
 
 from __future__ import annotations
@@ -137,8 +138,9 @@ def keep_verdict(kepts: Sequence[Kept]) -> str:
 def decide(rows: Sequence[dict[str, Any]], incumbent: str, candidates: Sequence[str], figures: Sequence[str],
            scale: int, keep: Sequence[str] = (),
            tolerance: float = 0.5) -> tuple[str, str, dict[str, dict[int, float]]]:
-    """(default, why, scores per condition). ``keep``: figures on which a candidate may not fall behind the start by
-    more than ``tolerance`` (such a candidate cannot replace the incumbent, whatever its score)."""
+    """(default, why, scores per condition). ``keep``: figures on which a condition may not fall behind the start by
+    more than ``tolerance`` (such a candidate cannot replace the incumbent, whatever its score; such an incumbent is
+    replaced by the best candidate that keeps them)."""
     names = list(dict.fromkeys([incumbent, *candidates]))
     scores = {c: decision_scores(rows, c, figures, scale) for c in names}
     short = [c for c in names if len(scores[c]) < MIN_SEEDS]
@@ -146,10 +148,15 @@ def decide(rows: Sequence[dict[str, Any]], incumbent: str, candidates: Sequence[
         return incumbent, f"pending: fewer than {MIN_SEEDS} seeds for {', '.join(short)}", scores
     if keep and not all(values(rows, "start", f, 0) for f in keep):
         return incumbent, "pending: the start's row has no " + ", ".join(keep), scores
-    out = {c: why for c in names if c != incumbent and (why := falls_behind_start(rows, c, keep, tolerance, scale))}
+    out = {c: why for c in names if (why := falls_behind_start(rows, c, keep, tolerance, scale))}
     left = [c for c in names if c not in out]
     dropped = f" (out: {'; '.join(out.values())})" if out else ""
+    if not left:
+        return incumbent, f"every condition falls behind the start, the incumbent stays{dropped}", scores
     best = max(left, key=lambda c: (statistics.fmean(scores[c].values()), c == incumbent))
+    if incumbent in out:  # a default that loses the start's quality is no default: the best that keeps it replaces it
+        return best, f"{best} has the best mean score of the conditions that keep the start's quality{dropped}", \
+            scores
     if best == incumbent:
         return incumbent, f"the incumbent has the best mean decision score{dropped}", scores
     d = paired(scores[best], scores[incumbent], "score")

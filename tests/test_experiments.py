@@ -170,6 +170,12 @@ def test_a_candidate_below_the_start_on_a_kept_figure_cannot_replace_the_incumbe
     assert verdicts.decide(rows, "inc", ["greedy", "keeper"], figs, 1)[0] == "greedy"  # no keep: the best score
     assert verdicts.decide(rows, "inc", ["greedy"], figs, 1, keep=[figs[1]])[0] == "inc"
     assert verdicts.decide(rows[1:], "inc", ["greedy", "keeper"], figs, 1, keep=[figs[1]])[1].startswith("pending")
+    # an incumbent that itself loses the start's quality is replaced by the best candidate that keeps it, bar or not
+    lossy = [r if r["condition"] != "inc" else {**r, "metrics": {**r["metrics"], figs[0]: r["metrics"][figs[0]] + 1.6,
+                                                                figs[1]: 79.0}} for r in rows]
+    default, why, _ = verdicts.decide(lossy, "inc", ["greedy", "keeper"], figs, 1, keep=[figs[1]])
+    assert default == "keeper" and "inc: decision.stsb_mono 79.00" in why
+    assert verdicts.decide(lossy, "inc", ["greedy"], figs, 1, keep=[figs[1]])[1].startswith("every condition falls")
 
 
 def test_a_keep_claim_holds_within_the_tolerance_of_the_start_and_reads_lower_is_better_figures() -> None:
