@@ -162,3 +162,17 @@ def test_a_config_built_from_ntrex_documents_trains_on_what_the_kit_trains_on(tm
     assert a.height > 1000
     assert a.select(texts).equals(b.select(texts))
     assert kit.stats["leaked"] == config.stats["leaked"]
+
+
+def test_the_document_fields_enter_a_dump_and_so_a_cache_key_only_when_set(tmp_path: Path) -> None:
+    """Configs written before the split keep their cache keys (tests/test_dag_specs.py); one that sets it moves."""
+    files = {"en": tmp_path / "en.txt", "de": tmp_path / "de.txt"}
+    plain = NwaySource(format="nway", files=files).model_dump()
+    assert not {"documents", "held_out_every", "document_ids"} & set(plain)
+    split = NwaySource(format="nway", files=files, documents="train", document_ids=tmp_path / "ids.tsv").model_dump()
+    assert split["documents"] == "train" and split["document_ids"] == tmp_path / "ids.tsv"
+    assert "held_out_every" not in split  # still its default
+    assert set(EvalSetSpec(name="x", path=tmp_path).model_dump()) == {"name", "path", "format", "columns"}
+    assert EvalSetSpec(name="x", path=tmp_path, format="ntrex", languages=["deu"]).model_dump()["languages"] == ["deu"]
+    assert "documents" not in ParallelSource(format="ntrex", path=tmp_path).model_dump()
+    assert ParallelSource(format="ntrex", path=tmp_path, held_out_every=4).model_dump()["held_out_every"] == 4

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_serializer, model_validator
 
+from pipelines.key_defaults import without_defaults
 from pipelines.ntrex_documents import DOCUMENT_IDS, HELD_OUT_EVERY, Documents
 
 
@@ -67,6 +68,11 @@ class NwaySource(_Strict):
             raise ValueError(f"documents: {self.documents} needs document_ids (the DOCUMENT_IDS.tsv of the files) "
                              "or dir (read as dir/DOCUMENT_IDS.tsv)")
         return self
+
+    @model_serializer(mode="wrap")
+    def _key(self, handler: Any) -> Any:
+        """The document split stays out of the dump (and cache keys) while unset."""
+        return without_defaults(self, handler(self), ("documents", "held_out_every", "document_ids"))
 
     def document_ids_file(self) -> Path | None:
         """The ids file that ``documents`` reads (``None`` for ``all``)."""

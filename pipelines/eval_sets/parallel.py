@@ -27,10 +27,10 @@ import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from pipelines.eval_sets.lines import (
     AlignedRows,
@@ -44,6 +44,7 @@ from pipelines.eval_sets.lines import (
     skipped_or_new,
 )
 from pipelines.eval_sets.source_config import StrictConfig
+from pipelines.key_defaults import without_defaults
 from pipelines.language_codes import data_language, language_name
 from pipelines.ntrex_documents import DOCUMENT_IDS, HELD_OUT_EVERY, Documents, selected_lines
 
@@ -178,6 +179,11 @@ class ParallelSource(StrictConfig):
     documents: Documents = Field("all", description="NTREX: all lines, or only the training / held-out documents "
                                  "(DOCUMENT_IDS.tsv; every held_out_every-th document held out)")
     held_out_every: int = Field(HELD_OUT_EVERY, ge=2, description="NTREX: every n-th document is held out")
+
+    @model_serializer(mode="wrap")
+    def _key(self, handler: Any) -> Any:
+        """The document split stays out of the dump (and cache keys) while unset."""
+        return without_defaults(self, handler(self), ("documents", "held_out_every"))
 
     @model_validator(mode="after")
     def _documents_for_ntrex(self) -> ParallelSource:
