@@ -33,6 +33,7 @@ from pipelines.eval_sets.sts import (
     stsb_multi_mt_files,
     stsbenchmark_files,
 )
+from pipelines.key_defaults import without_defaults
 from pipelines.language_codes import check_language
 
 
@@ -152,10 +153,7 @@ class EvalSetsSettings(StrictConfig):
     def _key(self, handler: Any) -> Any:
         """Unset ``clustering_max_per_language`` stays out of the dump, so cache keys of configs without it do not
         move."""
-        data = handler(self)
-        if isinstance(data, dict) and data.get("clustering_max_per_language") is None:
-            data.pop("clustering_max_per_language", None)
-        return data
+        return without_defaults(self, handler(self), ("clustering_max_per_language",))
 
     @field_validator("tatoeba_languages")
     @classmethod
