@@ -40,6 +40,24 @@ def test_the_config_trains_what_the_question_measured(monkeypatch: pytest.Monkey
     assert replace(ts, precision=want.precision) == want
 
 
+def test_me5_best_is_what_the_decision_selected() -> None:
+    """Once the question's decision is made (every candidate 3 seeds), ``me5-best`` trains what its winner trains."""
+    from experiments import verdicts
+    from experiments.ledger import read_rows
+
+    q = load_question(QUESTION)
+    assert q.decision is not None
+    d = q.decision
+    default, why, _ = verdicts.decide(read_rows(q.results), d.incumbent, d.candidates, d.figures, d.scale, d.keep,
+                                      d.tolerance)
+    if why.startswith("pending"):
+        pytest.skip(f"{QUESTION}: the decision is {why}")
+    winner, best = q.condition(default), q.condition(CONDITION)
+    same = ("objectives", "steps", "grad_cache", "grad_accumulation", "encoder", "interpolate_start", "scales")
+    assert {f: getattr(best, f) for f in same} == {f: getattr(winner, f) for f in same}, \
+        f"{CONDITION} is not the decision's winner {default!r} ({why})"
+
+
 @pytest.mark.skipif(not (SHARED / "parallel" / "ntrex128").is_dir() or not (SHARED / "xnli").is_dir(),
                     reason=f"needs the shared data ({SHARED}), absent here")
 def test_the_config_builds_the_kits_corpora(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
