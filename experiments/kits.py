@@ -16,10 +16,11 @@ Kits:
   tatoeba_report_pairs`` of every language), BUCC zh-en sample, STS17, MewsC-16 (500 texts a language, hash-chosen)
   and xSIM on NTREX's held-out documents (every 5th document). Decision sets, disjoint from those rows: Tatoeba pairs
   ``idx`` in ``DECISION_TATOEBA`` (the tail of each file; languages whose file is shorter have none) and STS-B
-  multi-mt *dev* (en de es fr; its first 500 pairs; the report shows STS17 test), monolingual and cross-lingual.
+  multi-mt *dev* (en de es fr; every third pair, 500 a language, so each of its genres is sampled in proportion; the
+  report shows STS17 test), monolingual and cross-lingual.
   The decision sets are a tenth of the report's size: a search scores every candidate on them. **Full** sets, for
   the final comparison of a search: the report sets with every Tatoeba pair outside the decision range (up to 900
-  a language) instead of the first 300, and STS-B multi-mt dev's pairs outside the decision range (1,000 a language
+  a language) instead of the first 300, and STS-B multi-mt dev's pairs outside the decision set (1,000 a language
   pair) beside STS17.
 - ``random_init_bitext`` — VMSST's random-init comparison: en/es-pivot pairs (equal quotas of 4,000 per pivot and
   language) from NTREX-128's training documents in en es de fr ru it pt nl tr and Multi30k en de fr cs; a 4,000-piece
@@ -51,7 +52,22 @@ XNLI_LANGUAGES = ("en", "de", "fr", "es", "ru", "zh")
 TRAINED_TATOEBA = ("deu", "fra", "spa", "rus", "cmn")
 NTREX_CODES = {"de": "deu", "fr": "fra", "es": "spa", "ru": "rus", "zh": "zho-CN"}
 DECISION_TATOEBA = (700, 800)  # Tatoeba pairs with idx in [700, 800) form the decision set (report: idx < 300)
-DECISION_STSB_PAIRS = 500  # STS-B multi-mt dev pairs (idx <) per language in the decision set
+# STS-B multi-mt dev pairs with idx % 3 == 0 (500 of 1,500 a language) form the decision set, the other 1,000 the full
+# sets': the dev file runs by genre (pairs 0–~620 image and video captions, then news, forums, answers), so every
+# third pair samples each genre in proportion where a range would select on one
+DECISION_STSB_EVERY = 3
+# Each kit's version of its decision and full sets: a row scored on them names the version in its hash
+# (``experiments.runner``), so a change to how they are drawn makes every row scored on the old ones stale, on every
+# machine, kit prepared or not. 2: STS-B multi-mt decision pairs every third pair (1: the first 500, captions only).
+SCORING_SETS = {"me5_replication": 2, "random_init_bitext": 1}
+
+
+def stsb_decision_mask(idx: Any) -> Any:
+    """A boolean array: which STS-B multi-mt dev pairs (their ``idx`` column) are decision pairs."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.array(np.asarray(idx) % DECISION_STSB_EVERY == 0)
 STSB_LANGUAGES = ("en", "de", "es", "fr")
 RANDOM_INIT_NTREX = {"en": "eng", "es": "spa", "de": "deu", "fr": "fra", "ru": "rus", "it": "ita", "pt": "por",
                      "nl": "nld", "tr": "tur"}
@@ -74,9 +90,15 @@ def load_manifest(kit: str, root: Path | None = None) -> dict[str, Any]:
 
 
 def tables(kit: str, which: str, root: Path | None = None) -> dict[str, Path]:
-    """``train``, ``report``, ``decision`` or ``full`` tables of a prepared kit as absolute paths."""
+    """``train``, ``report``, ``decision`` or ``full`` tables of a prepared kit as absolute paths. The decision and full
+    sets of a kit prepared with other ones than this code draws (``SCORING_SETS``) are an error saying to rebuild."""
     base = kit_dir(kit, root)
-    return {k: base / v for k, v in load_manifest(kit, root)["tables"].get(which, {}).items()}
+    manifest = load_manifest(kit, root)
+    if which in ("decision", "full") and manifest.get("scoring_sets", 1) != SCORING_SETS[kit]:
+        raise ValueError(f"{base / 'manifest.json'}: kit {kit!r} holds version {manifest.get('scoring_sets', 1)} of "
+                         f"its decision and full sets, the code draws version {SCORING_SETS[kit]}; rebuild it: "
+                         f"`python -m experiments prepare {kit}`")
+    return {k: base / v for k, v in manifest["tables"].get(which, {}).items()}
 
 
 def sha256_file(path: Path) -> str:
@@ -128,6 +150,7 @@ def prepare(kit: str, data: Path = SHARED, root: Path | None = None, **options: 
     build = _me5_replication if kit == "me5_replication" else _random_init_bitext
     manifest = build(data, work, **options)
     manifest["kit"] = kit
+    manifest["scoring_sets"] = SCORING_SETS[kit]
     manifest["build_seconds"] = round(time.perf_counter() - t0, 1)
     manifest["hashes"] = {which: table_hashes({k: work / v for k, v in t.items()})
                           for which, t in manifest["tables"].items()}
@@ -185,8 +208,8 @@ def _filter_rows(path: Path, keep: Any) -> int:
 
 
 def _full_sts(report: Path, decision: Path, out: Path) -> int:
-    """The full sets' STS table: the report's STS17 rows and STS-B multi-mt dev's pairs *outside* the decision range
-    (``idx ≥ DECISION_STSB_PAIRS``; ``decision``: the unfiltered dev table), so a final comparison shows STS-B
+    """The full sets' STS table: the report's STS17 rows and STS-B multi-mt dev's pairs *outside* the decision set
+    (``stsb_decision_mask`` false; ``decision``: the unfiltered dev table), so a final comparison shows STS-B
     multi-mt on rows no candidate was selected on. Both are in the kit's leakage index. Returns the rows written."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -194,7 +217,7 @@ def _full_sts(report: Path, decision: Path, out: Path) -> int:
 
     sts17 = pq.read_table(report)
     dev = pq.read_table(decision)
-    rest = dev.filter(pc.greater_equal(dev.column("idx"), DECISION_STSB_PAIRS))
+    rest = dev.filter(pc.invert(stsb_decision_mask(dev.column("idx"))))
     table = pa.concat_tables([sts17, rest.select(sts17.schema.names).cast(sts17.schema)])
     pq.write_table(table, out)
     return table.num_rows
@@ -306,8 +329,7 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
                                            lambda t: pc.less(t.column("idx"), tatoeba_report_pairs)),
             "decision_tatoeba": _filter_rows(decision_t["eval_tatoeba"], lambda t: pc.and_(
                 pc.greater_equal(t.column("idx"), DECISION_TATOEBA[0]), pc.less(t.column("idx"), DECISION_TATOEBA[1]))),
-            "decision_sts": _filter_rows(decision_t["eval_sts"], lambda t: pc.less(t.column("idx"),
-                                                                                    DECISION_STSB_PAIRS))}
+            "decision_sts": _filter_rows(decision_t["eval_sts"], lambda t: stsb_decision_mask(t.column("idx")))}
     clustering = cap_clustering(report_t["eval_clustering"], clustering_per_language)
     train = {"xnli_groups": dirs["xnli"] / xnli.tables["xnli_groups"],
              "xnli_single_pairs": dirs["xnli"] / xnli.tables["xnli_single_pairs"],
@@ -322,7 +344,7 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
     shutil.rmtree(work / "ease-build")
     stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "rows": rows, "clustering": clustering,
              "tatoeba_report_pairs": tatoeba_report_pairs, "decision_tatoeba": DECISION_TATOEBA,
-             "decision_stsb_pairs": DECISION_STSB_PAIRS}
+             "decision_stsb_every": DECISION_STSB_EVERY}
     return {"tables": {"train": _rel(train, work), "report": _rel(report_t, work), "decision": _rel(decision_t, work),
                        "full": _rel(full_t, work)},
             "stats": stats}

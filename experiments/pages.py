@@ -15,6 +15,7 @@ from typing import Any
 
 from experiments import verdicts
 from experiments.figures import higher_is_better
+from experiments.ledger import row_key
 from experiments.plan import PlannedRow, format_seconds
 from experiments.question import Question
 
@@ -87,13 +88,16 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
     cpu = sum(p.cpu_seconds or 0 for p in todo if p.runs_on == "cpu")
     gpu = sum(p.gpu_seconds or 0 for p in todo if p.runs_on == "gpu")
     lines += [f"**Rows:** {len(done)} of {len(planned)} planned are in the ledger; "
-              f"{sum(p.state == 'stale' for p in planned)} stale (trained with other settings than the question now "
+              f"{sum(p.state == 'stale' for p in planned)} stale (trained or scored otherwise than the question now "
               f"asks), {sum(p.state == 'pending' for p in planned)} pending "
               f"({sum(p.runs_on == 'cpu' for p in todo)} CPU rows, ≈ {format_seconds(cpu)} on 2 cores; "
               f"{sum(p.runs_on == 'gpu' for p in todo)} GPU rows, ≈ {format_seconds(gpu)})."
               + (" Rows in the ledger that the question no longer plans are listed last." if
                  any(r["condition"] != "start" and (r["condition"], r["seed"], r["scale"]) not in
                      {(p.key.condition, p.key.seed, p.key.scale) for p in planned} for r in rows) else ""), ""]
+    stale = {p.key for p in planned if p.state == "stale"}
+    stale_rows = [r for r in rows if row_key(r) in stale]
+    rows = [r for r in rows if row_key(r) not in stale]  # every table and verdict below reads current rows only
     lines += _verdicts(q, rows)
     scales = sorted({int(r["scale"]) for r in rows if r["condition"] != "start"})
     order = ["start", *[c.name for c in q.conditions]]
@@ -121,6 +125,13 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
             figs = list(q.evaluation.report) + [f"decision.{f}" for f in q.evaluation.decision] + \
                 [f"final.{f}" for f in q.evaluation.final]
             lines += ["<details><summary>Every run</summary>", "", *_per_seed(rs, figs), "", "</details>", ""]
+    if stale_rows:
+        lines += ["## Stale rows", "", "In the ledger, but trained or scored otherwise than the question now asks (its "
+                  "settings, corpora or decision and full sets changed): not used above, replaced when they run "
+                  "again.", "", "| row | commit | finished |", "|---|---|---|"]
+        lines += [f"| {row_key(r)} | {str(r.get('commit', ''))[:12]} | {r.get('finished_at', '')} |"
+                  for r in sorted(stale_rows, key=lambda r: (str(row_key(r)),))]
+        lines.append("")
     if todo:
         lines += ["## Pending", "", "| state | runs on | row | estimate |", "|---|---|---|---|"]
         lines += [f"| {p.state} | {p.runs_on} | {p.key} | "
@@ -204,6 +215,8 @@ def headline(items: Sequence[tuple[Question, Sequence[dict[str, Any]], Sequence[
     lines = ["| question | claim or decision | verdict | rows |", "|---|---|---|---|"]
     for q, rows, planned in items:
         done = sum(p.state == "done" for p in planned)
+        stale = {p.key for p in planned if p.state == "stale"}
+        rows = [r for r in rows if row_key(r) not in stale]
         link = f"[{q.name}](experiments/{q.name}/RESULTS.md)"
         for c in q.comparisons:
             diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale),

@@ -70,7 +70,13 @@ def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int, t
             "decision": sorted(q.evaluation.decision)}
     if condition.final:
         what["final"] = sorted(q.evaluation.final)
-    return canonical_hash(what)
+    return canonical_hash({**what, **scoring_sets(q, q.evaluation.decision, condition.final)})
+
+
+def scoring_sets(q: Question, decision: tuple[str, ...] | list[str], final: bool) -> dict[str, int]:
+    """The version of the kit's decision and full sets a row is scored on (``kits.SCORING_SETS``), for the hash; empty
+    for a row scored on neither, whose hash this leaves as it was."""
+    return {"scoring_sets": kits.SCORING_SETS[q.kit]} if decision or final else {}
 
 
 def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], out: Path, run: str,
@@ -245,8 +251,10 @@ def score_start(q: Question, *, device: str = "auto", results: Path | None = Non
 
 
 def start_hash(q: Question) -> str:
-    """What the start's row scores: the start model, the kit and the encoder settings (a random init's size)."""
-    return canonical_hash({"start": q.start, "kit": q.kit, "encoder": _fields(q.encoder)})
+    """What the start's row scores: the start model, the kit, the encoder settings (a random init's size) and the
+    version of the decision and full sets it is scored on."""
+    return canonical_hash({"start": q.start, "kit": q.kit, "encoder": _fields(q.encoder),
+                           **scoring_sets(q, q.evaluation.decision, any(c.final for c in q.conditions))})
 
 
 def _fields(obj: Any) -> dict[str, Any]:

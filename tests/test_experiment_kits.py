@@ -136,3 +136,61 @@ def test_every_figure_a_question_asks_is_computed_from_its_kits_tables(tmp_path:
                        progress=False)
     got = figures(out / r.tables["eval_results"], ("deu",))
     assert wanted <= set(got), sorted(wanted - set(got))
+
+
+def test_stsb_decision_pairs_sample_the_whole_dev_file_and_the_full_sets_hold_the_rest(tmp_path: Path) -> None:
+    """Every third dev pair is a decision pair (the file runs by genre, so a range would select on captions alone);
+    the full sets hold STS17 and exactly the other pairs."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from experiments.kits import _full_sts, stsb_decision_mask
+
+    schema = {"dataset": pa.string(), "lang": pa.string(), "idx": pa.int32(), "s1": pa.string(), "s2": pa.string(),
+              "score": pa.float64()}
+
+    def table(dataset: str, n: int) -> pa.Table:
+        return pa.table({"dataset": [dataset] * n, "lang": ["en-en"] * n, "idx": list(range(n)),
+                         "s1": [f"a{i}" for i in range(n)], "s2": [f"b{i}" for i in range(n)],
+                         "score": [float(i % 5) for i in range(n)]}, schema=pa.schema(schema))
+
+    pq.write_table(table("sts17", 10), tmp_path / "sts17.parquet")
+    pq.write_table(table("stsb-multi-mt", 1500), tmp_path / "dev.parquet")
+    decision = [i for i, keep in enumerate(stsb_decision_mask(list(range(1500))).to_pylist()) if keep]
+    assert len(decision) == 500 and decision[0] == 0 and decision[-1] >= 1497  # from the first genre to the last
+    assert sum(i < 625 for i in decision) == 209  # the captions' share of the file (625 of 1,500), not all 500
+    n = _full_sts(tmp_path / "sts17.parquet", tmp_path / "dev.parquet", tmp_path / "full.parquet")
+    full = pq.read_table(tmp_path / "full.parquet").to_pydict()
+    stsb = [i for d, i in zip(full["dataset"], full["idx"], strict=True) if d == "stsb-multi-mt"]
+    assert n == 10 + 1000 and sorted(stsb + decision) == list(range(1500))
+
+
+def test_a_row_scored_on_older_decision_sets_is_stale_and_an_old_kit_is_refused(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kits.SCORING_SETS``: its version enters the hash of every row scored on a kit's decision or full sets (and of
+    no other row), and a kit prepared with another version refuses to hand those sets out."""
+    import json
+
+    from experiments import kits, runner
+    from experiments.question import load_question
+
+    recipes, random_init = load_question("me5_recipes"), load_question("vmsst_random_init")
+    c, r = recipes.conditions[0], random_init.conditions[0]
+    rs = (r.scales or random_init.default_scales)[0]
+    before = (runner.trained_hash(recipes, c, 13, 1, {}), runner.start_hash(recipes),
+              runner.trained_hash(random_init, r, 13, rs, {}), runner.start_hash(random_init))
+    monkeypatch.setitem(kits.SCORING_SETS, "me5_replication", kits.SCORING_SETS["me5_replication"] + 1)
+    monkeypatch.setitem(kits.SCORING_SETS, "random_init_bitext", kits.SCORING_SETS["random_init_bitext"] + 1)
+    after = (runner.trained_hash(recipes, c, 13, 1, {}), runner.start_hash(recipes),
+             runner.trained_hash(random_init, r, 13, rs, {}), runner.start_hash(random_init))
+    assert before[0] != after[0] and before[1] != after[1]  # decision sets: stale
+    assert before[2:] == after[2:]  # no decision or full sets: unchanged
+    folder = tmp_path / "me5_replication"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"tables": {"decision": {"eval_sts": "d/eval_sts.parquet"},
+                                                                 "report": {"eval_sts": "r/eval_sts.parquet"}},
+                                                      "scoring_sets": 1}), encoding="utf-8")
+    assert kits.tables("me5_replication", "report", tmp_path)  # the report sets are not versioned
+    with pytest.raises(ValueError, match=r"holds version 1 of its decision and full sets, the code draws version \d; "
+                                         r"rebuild it: `python -m experiments prepare me5_replication`"):
+        kits.tables("me5_replication", "decision", tmp_path)

@@ -250,20 +250,32 @@ def test_the_readme_headline_is_what_the_ledgers_generate() -> None:
     assert with_headline(readme, headline(items)) == readme, "run `polysent experiment tables`"
 
 
-def test_a_page_shows_means_seeds_verdicts_and_what_is_pending(tmp_path: Path) -> None:
+def test_a_page_shows_means_seeds_verdicts_and_what_is_pending(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from experiments import kits
+    from experiments.runner import trained_hash
+
+    def no_kit(*a: object, **k: object) -> None:
+        raise FileNotFoundError("no kit")
+
+    monkeypatch.setattr(kits, "load_manifest", no_kit)  # each row's own corpus hashes ({}), as on a machine without it
     q = load_question(_question_file(tmp_path))
     rows = []
     for s, (a, b) in zip((13, 14, 15), ((95.0, 94.0), (95.2, 94.1), (95.1, 94.05)), strict=True):
         for cond, x in (("mpcl[none,t0.05]", a), ("single[none,t0.05]", b)):
             rows.append({**_row(cond, s, tatoeba_trained=x, tatoeba_untrained=x - 8, bucc_f1=x - 2, sts17=x - 30),
-                         "question": "q"})
-    for r in rows:
-        r["trained_hash"] = "old"
+                         "question": "q", "trained_hash": trained_hash(q, q.condition(cond), s, 1, {})})
     text = render(q, rows, plan(q, rows))
     assert "| mpcl[none,t0.05] | 13, 14, 15 | 95.10 ± 0.10 |" in text
     assert "### multiple positives beat +Single (scaling none, τ 0.05) (×1): **holds**" in text
-    assert "stale" in text and "## Pending" in text  # the hashes do not match the question's settings
+    assert "## Pending" in text and "## Stale rows" not in text
     assert render(q, rows, plan(q, rows)) == text  # no time stamp: the same ledger, the same bytes
+    # a stale row (trained or scored otherwise than the question now asks) is listed, and no table or verdict reads it
+    rows[0] = {**rows[0], "trained_hash": "old", "metrics": {**rows[0]["metrics"], "tatoeba_trained": 10.0}}
+    text = render(q, rows, plan(q, rows))
+    assert "## Stale rows" in text and "| mpcl[none,t0.05] seed 13 ×1 |" in text
+    assert "| mpcl[none,t0.05] | 14, 15 | 95.15 ± 0.07 |" in text  # seed 13 (10.0) read nowhere
+    assert "(×1): **pending**" in text  # two paired seeds left
 
 
 def test_the_tables_check_fails_when_a_page_differs(tmp_path: Path) -> None:
