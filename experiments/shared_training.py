@@ -53,12 +53,20 @@ def training_key(q: Question, condition: ConditionSpec, seed: int, scale: int, t
 
 def pending_siblings(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str],
                      results: Path | None = None) -> list[str]:
-    """The other conditions planned at ``seed`` and ``scale`` with ``condition``'s training key whose rows are in
-    neither the question's ledger nor ``results`` (where this run writes its rows: the GPU drain's own folder)."""
-    done = {row_key(r) for folder in {q.results, results or q.results} for r in read_rows(folder)}
+    """The other conditions planned at ``seed`` and ``scale`` with ``condition``'s training key whose rows are done in
+    neither the question's ledger nor ``results`` (where this run writes its rows: the GPU drain's own folder); a
+    stale row (trained or scored otherwise than the question now asks) is not done."""
+    from experiments.runner import trained_hash  # the runner imports this module
+
+    rows = {row_key(r): r for folder in {q.results, results or q.results} for r in read_rows(folder)}
     key = training_key(q, condition, seed, scale, tables)
+
+    def done(c: ConditionSpec, s: int, sc: int) -> bool:
+        row = rows.get(RowKey(c.name, s, sc))
+        return row is not None and row.get("trained_hash") == trained_hash(q, c, s, sc, tables)
+
     return [c.name for c, s, sc in q.planned()
-            if (s, sc) == (seed, scale) and c.name != condition.name and RowKey(c.name, s, sc) not in done
+            if (s, sc) == (seed, scale) and c.name != condition.name and not done(c, s, sc)
             and training_key(q, c, s, sc, tables) == key]
 
 

@@ -491,6 +491,21 @@ def test_rows_differing_only_in_interpolate_start_train_once(tmp_path: Path, sha
     assert not (work / "runs" / "tiny" / "trained").exists() or not any((work / "runs" / "tiny" / "trained").iterdir())
 
 
+def test_a_stale_sibling_row_still_needs_the_shared_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pending_siblings``: a sibling whose ledger row is stale (another hash) is pending, so the training is kept
+    for it; a sibling done with the current hash is not."""
+    import experiments.question as question
+    from experiments import shared_training
+    from experiments.runner import trained_hash
+
+    monkeypatch.setattr(question, "EXPERIMENTS", tmp_path)  # the question's ledger folder: tmp_path/me5_recipes/results
+    q = load_question(REPO / "experiments" / "me5_recipes")
+    base, a5, a7 = (q.condition(n) for n in ("mpcl+soft", "mpcl+soft α0.5", "mpcl+soft α0.7"))
+    write_row(q.results, {**_row(a5.name, 13), "trained_hash": "from older decision sets"})
+    write_row(q.results, {**_row(a7.name, 13), "trained_hash": trained_hash(q, a7, 13, 1, {})})
+    assert shared_training.pending_siblings(q, base, 13, 1, {}) == [a5.name]
+
+
 def test_a_decision_only_rows_hash_leaves_the_report_figures_out() -> None:
     """Changing the report figures makes a fully scored row stale but not a decision-only candidate's; changing a
     decision figure makes both stale; α enters the hash (two α are two rows)."""
