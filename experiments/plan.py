@@ -61,7 +61,7 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
     """Every planned row of ``q`` with its state and estimates (the start's scores first when the question has
     them)."""
     from experiments import kits
-    from experiments.runner import start_hash, trained_hash
+    from experiments.row_hash import start_hash, trained_hash
 
     rows = read_rows(q.results) if rows is None else rows
     try:  # the prepared kit's corpus hashes; without the kit, each row's own (its corpus is taken as unchanged)

@@ -22,9 +22,10 @@ import numpy as np
 
 from experiments import kits, shared_training
 from experiments.figures import evaluation_settings, figures
-from experiments.ledger import RowKey, canonical_hash, safe_name, write_row
+from experiments.ledger import RowKey, safe_name, write_row
 from experiments.paths import KITS, REPO, RUNS
 from experiments.question import ConditionSpec, Question
+from experiments.row_hash import start_hash, trained_hash
 
 log = logging.getLogger("polysent.experiments.runner")
 
@@ -59,24 +60,6 @@ def hardware() -> dict[str, Any]:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__}
-
-
-def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str]) -> str:
-    """The content hash of what a row trains: the run's full training settings (the start named by its id, the
-    scale's steps, batch and precision), the sha256 of every corpus table it reads (``tables``: name → hash), and
-    the figures it is scored on. A row whose hash differs from the question's current one is *stale*."""
-    report = [] if condition.decision_only else sorted(q.evaluation.report)
-    what = {**shared_training.training_view(q, condition, seed, scale, tables), "figures": report,
-            "decision": sorted(q.evaluation.decision)}
-    if condition.final:
-        what["final"] = sorted(q.evaluation.final)
-    return canonical_hash({**what, **scoring_sets(q, q.evaluation.decision, condition.final)})
-
-
-def scoring_sets(q: Question, decision: tuple[str, ...] | list[str], final: bool) -> dict[str, int]:
-    """The version of the kit's decision and full sets a row is scored on (``kits.SCORING_SETS``), for the hash; empty
-    for a row scored on neither, whose hash this leaves as it was."""
-    return {"scoring_sets": kits.SCORING_SETS[q.kit]} if decision or final else {}
 
 
 def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], out: Path, run: str,
@@ -248,16 +231,3 @@ def score_start(q: Question, *, device: str = "auto", results: Path | None = Non
     write_row(results or q.results, row)
     shutil.rmtree(folder, ignore_errors=True)
     return row
-
-
-def start_hash(q: Question) -> str:
-    """What the start's row scores: the start model, the kit, the encoder settings (a random init's size) and the
-    version of the decision and full sets it is scored on."""
-    return canonical_hash({"start": q.start, "kit": q.kit, "encoder": _fields(q.encoder),
-                           **scoring_sets(q, q.evaluation.decision, any(c.final for c in q.conditions))})
-
-
-def _fields(obj: Any) -> dict[str, Any]:
-    import dataclasses
-
-    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}

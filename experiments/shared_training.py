@@ -27,22 +27,10 @@ from typing import Any
 
 from experiments.ledger import RowKey, canonical_hash, read_rows, row_key
 from experiments.question import ConditionSpec, Question
+from experiments.row_hash import trained_hash, training_view
 
 log = logging.getLogger("polysent.experiments.shared_training")
 DONE_FILE = "training.json"  # written last: its presence says the kept training is complete
-
-
-def training_view(q: Question, condition: ConditionSpec, seed: int, scale: int,
-                  tables: dict[str, str]) -> dict[str, Any]:
-    """What a row trains: its full training settings (the start named by its id), the kit and the sha256 of every
-    corpus table it reads (``tables``: name → hash) — the part of ``experiments.runner.trained_hash`` that names the
-    weights."""
-    from models.settings import key_view
-    from models.settings_io import to_mapping
-
-    settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
-    return {"training": key_view(to_mapping(settings)), "kit": q.kit,
-            "tables": {k: tables.get(k) for k in settings.tables()}}
 
 
 def training_key(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str]) -> str:
@@ -56,8 +44,6 @@ def pending_siblings(q: Question, condition: ConditionSpec, seed: int, scale: in
     """The other conditions planned at ``seed`` and ``scale`` with ``condition``'s training key whose rows are done in
     neither the question's ledger nor ``results`` (where this run writes its rows: the GPU drain's own folder); a
     stale row (trained or scored otherwise than the question now asks) is not done."""
-    from experiments.runner import trained_hash  # the runner imports this module
-
     rows = {row_key(r): r for folder in {q.results, results or q.results} for r in read_rows(folder)}
     key = training_key(q, condition, seed, scale, tables)
 

@@ -171,18 +171,18 @@ def test_a_row_scored_on_older_decision_sets_is_stale_and_an_old_kit_is_refused(
     no other row), and a kit prepared with another version refuses to hand those sets out."""
     import json
 
-    from experiments import kits, runner
+    from experiments import kits, row_hash
     from experiments.question import load_question
 
     recipes, random_init = load_question("me5_recipes"), load_question("vmsst_random_init")
     c, r = recipes.conditions[0], random_init.conditions[0]
     rs = (r.scales or random_init.default_scales)[0]
-    before = (runner.trained_hash(recipes, c, 13, 1, {}), runner.start_hash(recipes),
-              runner.trained_hash(random_init, r, 13, rs, {}), runner.start_hash(random_init))
+    before = (row_hash.trained_hash(recipes, c, 13, 1, {}), row_hash.start_hash(recipes),
+              row_hash.trained_hash(random_init, r, 13, rs, {}), row_hash.start_hash(random_init))
     monkeypatch.setitem(kits.SCORING_SETS, "me5_replication", kits.SCORING_SETS["me5_replication"] + 1)
     monkeypatch.setitem(kits.SCORING_SETS, "random_init_bitext", kits.SCORING_SETS["random_init_bitext"] + 1)
-    after = (runner.trained_hash(recipes, c, 13, 1, {}), runner.start_hash(recipes),
-             runner.trained_hash(random_init, r, 13, rs, {}), runner.start_hash(random_init))
+    after = (row_hash.trained_hash(recipes, c, 13, 1, {}), row_hash.start_hash(recipes),
+             row_hash.trained_hash(random_init, r, 13, rs, {}), row_hash.start_hash(random_init))
     assert before[0] != after[0] and before[1] != after[1]  # decision sets: stale
     assert before[2:] == after[2:]  # no decision or full sets: unchanged
     folder = tmp_path / "me5_replication"

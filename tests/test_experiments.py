@@ -253,7 +253,7 @@ def test_the_readme_headline_is_what_the_ledgers_generate() -> None:
 def test_a_page_shows_means_seeds_verdicts_and_what_is_pending(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from experiments import kits
-    from experiments.runner import trained_hash
+    from experiments.row_hash import trained_hash
 
     def no_kit(*a: object, **k: object) -> None:
         raise FileNotFoundError("no kit")
@@ -496,7 +496,7 @@ def test_a_stale_sibling_row_still_needs_the_shared_training(tmp_path: Path, mon
     for it; a sibling done with the current hash is not."""
     import experiments.question as question
     from experiments import shared_training
-    from experiments.runner import trained_hash
+    from experiments.row_hash import trained_hash
 
     monkeypatch.setattr(question, "EXPERIMENTS", tmp_path)  # the question's ledger folder: tmp_path/me5_recipes/results
     q = load_question(REPO / "experiments" / "me5_recipes")
@@ -511,7 +511,7 @@ def test_a_decision_only_rows_hash_leaves_the_report_figures_out() -> None:
     decision figure makes both stale; α enters the hash (two α are two rows)."""
     from dataclasses import replace
 
-    from experiments.runner import trained_hash
+    from experiments.row_hash import trained_hash
 
     q = load_question(REPO / "experiments" / "me5_recipes")
     only = next(c for c in q.conditions if c.decision_only)

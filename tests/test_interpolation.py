@@ -170,7 +170,7 @@ def test_an_experiment_condition_can_interpolate_without_moving_other_rows(tmp_p
     from conftest import REPO
 
     from experiments.question import load_question
-    from experiments.runner import trained_hash
+    from experiments.row_hash import trained_hash
 
     data = yaml.safe_load((REPO / "experiments" / "mpcl_scaling" / "question.yaml").read_text())
     before = load_question(REPO / "experiments" / "mpcl_scaling" / "question.yaml")

@@ -13,6 +13,7 @@ from conftest import SAMPLE
 from tiny_start import TINY, bitext_and_start
 
 from experiments.interpolation_sweep import SweepRow, check_alphas, choose, run_sweep, score_model
+from experiments.kits import SCORING_SETS
 from models.settings import TrainSettings
 
 FIGURES = ("tatoeba_mean", "sts17_mono", "sts17_cross")
@@ -31,7 +32,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     res = build_eval_sets(EvalSetsSettings(), EvalSources(tatoeba=SAMPLE / "eval" / "tatoeba",
                                                           sts=SAMPLE / "eval" / "sts"), kit / "decision")
     (kit / "manifest.json").write_text(json.dumps({"tables": {"decision": {
-        k: f"decision/{v}" for k, v in res.tables.items()}}}))
+        k: f"decision/{v}" for k, v in res.tables.items()}}, "scoring_sets": SCORING_SETS["me5_replication"]}))
     bitext_and_start(root)
     settings = TrainSettings(objectives=(ContrastiveObjective(data="bitext_pairs", batch_size=16),),
                              encoder=dataclasses.replace(TINY, pretrained=str(root / "start")), steps=8, lr=5e-3,
