@@ -28,6 +28,10 @@ def _ms(xs: Sequence[float]) -> str:
     return f"{statistics.fmean(xs):.2f} ± {statistics.stdev(xs):.2f}"
 
 
+def _num(x: float | None, fmt: str = ".2f") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
 def _label(figure: str) -> str:
     return figure + ("" if higher_is_better(figure) else " ↓")
 
@@ -161,12 +165,8 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
             out += [f"### {c.claim} (×{c.scale}): **{verdict}**", "",
                     f"A = `{c.a}`, B = `{c.b}`", "", "| figure | A | B | A − B | bar | seeds | outcome |",
                     "|---|---|---|---|---|---|---|"]
-            for d in diffs:
-                def f(x: float | None, fmt: str = ".2f") -> str:
-                    return "—" if x is None else format(x, fmt)
-
-                out.append(f"| {_label(d.figure)} | {f(d.mean_a)} | {f(d.mean_b)} | {f(d.delta, '+.2f')} | "
-                           f"{f(d.bar)} | {d.n} | {d.outcome} |")
+            out += [f"| {_label(d.figure)} | {_num(d.mean_a)} | {_num(d.mean_b)} | {_num(d.delta, '+.2f')} | "
+                    f"{_num(d.bar)} | {d.n} | {d.outcome} |" for d in diffs]
             out.append("")
     if q.keeps:
         out += ["## Keeping the start's quality", "", "Rule (`experiments/verdicts.py`): per figure the condition's "
@@ -178,12 +178,8 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
             out += [f"### {k.claim} (×{k.scale}): **{verdicts.keep_verdict(kepts)}**", "",
                     f"`{k.condition}` against `start`, tolerance {k.tolerance:g} points", "",
                     "| figure | condition | start | Δ | seeds | outcome |", "|---|---|---|---|---|---|"]
-            for x in kepts:
-                def g(v: float | None, fmt: str = ".2f") -> str:
-                    return "—" if v is None else format(v, fmt)
-
-                out.append(f"| {_label(x.figure)} | {g(x.mean)} | {g(x.start)} | {g(x.delta, '+.2f')} | {x.n} | "
-                           f"{x.outcome} |")
+            out += [f"| {_label(x.figure)} | {_num(x.mean)} | {_num(x.start)} | {_num(x.delta, '+.2f')} | {x.n} | "
+                    f"{x.outcome} |" for x in kepts]
             out.append("")
     if q.decision:
         d = q.decision

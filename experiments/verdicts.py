@@ -92,18 +92,12 @@ def decision_scores(rows: Sequence[dict[str, Any]], condition: str, figures: Seq
 
 def falls_behind_start(rows: Sequence[dict[str, Any]], condition: str, keep: Sequence[str], tolerance: float,
                        scale: int) -> str | None:
-    """Why ``condition`` is out of a decision with ``keep`` figures: the first figure whose mean over seeds is below
-    the start's (condition ``start``, seed 0, scale 0) by more than ``tolerance`` points, sign-adjusted; ``None``
-    when it keeps every figure (or a figure is not measured yet)."""
+    """Why ``condition`` is out of a decision with ``keep`` figures: the first figure it loses by the **Keep** rule
+    (``kept``); ``None`` when it keeps every figure (or a figure is not measured yet)."""
     for f in keep:
-        start = values(rows, "start", f, 0).get(0)
-        mine = values(rows, condition, f, scale)
-        if start is None or not mine:
-            continue
-        sign = 1.0 if higher_is_better(f) else -1.0
-        mean = statistics.fmean(mine.values())
-        if sign * (mean - start) < -tolerance:
-            return f"{condition}: {f} {mean:.2f} against the start's {start:.2f} (tolerance {tolerance:g})"
+        k = kept(rows, condition, f, tolerance, scale)
+        if k.outcome == "lost":
+            return f"{condition}: {f} {k.mean:.2f} against the start's {k.start:.2f} (tolerance {tolerance:g})"
     return None
 
 
