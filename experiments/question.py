@@ -28,7 +28,7 @@ from typing import Annotated, Literal
 from experiments.figures import on_report_sets
 from experiments.paths import EXPERIMENTS
 from models.objective_registry import Objective
-from models.settings import EncoderSettings, Range, TrainSettings
+from models.settings import EncoderSettings, FreezeSettings, Range, TrainSettings
 from models.settings_io import load_yaml, read_section
 
 Positive = Annotated[float, Range(gt=0)]
@@ -73,6 +73,8 @@ class ConditionSpec:
     note: str = ""
     # WiSE-FT: the run's model is (1 − α)·start + α·trained (``training.<run>.interpolate_start``); None: not
     interpolate_start: Annotated[float, Range(ge=0.0, le=1.0)] | None = None
+    # parts of the student kept at the start's weights (``training.<run>.freeze``); None: every weight trains
+    freeze: FreezeSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ class Question:
                              warmup_steps=max(1, round(self.warmup_fraction * steps)), weight_decay=self.weight_decay,
                              seed=seed, device=device, precision=s.precision, dev=None,  # type: ignore[arg-type]
                              grad_cache=condition.grad_cache, grad_accumulation=condition.grad_accumulation,
-                             interpolate_start=condition.interpolate_start)
+                             interpolate_start=condition.interpolate_start, freeze=condition.freeze)
 
     def planned(self) -> list[tuple[ConditionSpec, int, int]]:
         """Every (condition, seed, scale) the question asks for, in run order: scale, then seed, then condition (so a

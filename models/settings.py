@@ -122,6 +122,18 @@ class DevSettings:
 
 
 @dataclass(frozen=True)
+class FreezeSettings:
+    """Parts of the student kept at the start's weights (``models.training.freezing``): ``embeddings`` — the
+    backbone's embedding block (the word, position and token-type tables and their LayerNorm; in
+    multilingual-e5-small 96 M of its 118 M weights, shared by every language of the 250k-piece vocabulary) — and the
+    lowest ``layers`` transformer layers. A gentler update: what a short fine-tune on a few languages may move is what
+    sits above the frozen part."""
+
+    embeddings: bool = True
+    layers: NonNegativeInt = 0
+
+
+@dataclass(frozen=True)
 class TrainSettings:
     """One training run: one or more ``objectives`` (each fed by its own corpus, losses summed with their weights),
     AdamW with linear warm-up and decay, bf16 autocast on a GPU (``precision: auto``), gradient accumulation,
@@ -129,7 +141,8 @@ class TrainSettings:
     ``checkpoint_every`` steps (``keep_checkpoints`` newest kept), dev evaluation with best-checkpoint selection.
     ``interpolate_start``: α of WiSE-FT (``models.training.interpolation``) — the exported model is (1 − α)·start +
     α·trained (the best dev checkpoint), evaluated and published as the run's model; needs ``encoder.pretrained``.
-    ``None``: the trained weights as they are (α = 1 without the lineage file)."""
+    ``None``: the trained weights as they are (α = 1 without the lineage file). ``freeze``: parts of the student
+    kept at the start's weights (``FreezeSettings``); ``None``: every weight trains."""
 
     objectives: tuple[Objective, ...] = field(default_factory=_default_objectives)
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
@@ -148,6 +161,7 @@ class TrainSettings:
     keep_checkpoints: AtLeastOne = 2
     dev: DevSettings | None = None
     interpolate_start: Annotated[float, Range(ge=0.0, le=1.0)] | None = None
+    freeze: FreezeSettings | None = None
 
     def tables(self) -> tuple[str, ...]:
         """Every corpus table the run reads, in a fixed order."""
@@ -156,7 +170,7 @@ class TrainSettings:
 
 # TrainSettings fields that enter a cache key only when set: a run that does not use them keeps the key (and the
 # experiments' trained hash) it had before they existed
-KEY_WHEN_SET = ("interpolate_start",)
+KEY_WHEN_SET = ("interpolate_start", "freeze")
 
 
 def key_view(data: dict[str, Any]) -> dict[str, Any]:

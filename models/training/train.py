@@ -59,6 +59,7 @@ from models.training.checkpoints import (
 )
 from models.training.components import Component, objective_names
 from models.training.dev_eval import DevEvaluator
+from models.training.freezing import freeze_student
 from models.training.gradcache import embed_and_backward
 
 log = logging.getLogger("polysent.models.train")
@@ -226,6 +227,7 @@ def start_run(settings: TrainSettings, tables: Mapping[str, Path], *, run_name: 
     torch.manual_seed(settings.seed)
     model = SentenceEncoder.from_settings(settings.encoder, tokenizer_dir).to(device)
     model.train()
+    freeze_student(model.backbone, settings.freeze, run_name=run_name)
     components = build_components(settings, tables, model, device)
     trainable: list[torch.nn.Module] = [model, *(c.modules for c in components)]
     # unique: a component may use the student's own tensors (VMSST's decoders read its word-embedding table)
