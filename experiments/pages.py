@@ -20,6 +20,16 @@ from experiments.plan import PlannedRow, format_seconds
 from experiments.question import Question
 
 
+def _own_steps(q: Question, scale: int) -> str:
+    """The conditions that train their own number of steps at ``scale`` (``steps`` × the scale), for a scale's
+    heading: ``; 300 steps: me5-mpcl, me5-mpcl α0.5``; empty when none does."""
+    own: dict[int, list[str]] = {}
+    for c in q.conditions:
+        if c.steps and scale in (c.scales or q.default_scales):
+            own.setdefault(c.steps * scale, []).append(c.name)
+    return "".join(f"; {n} steps: {', '.join(names)}" for n, names in sorted(own.items()))
+
+
 def _ms(xs: Sequence[float]) -> str:
     if not xs:
         return "—"
@@ -110,7 +120,8 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
         s = q.scale(scale) if any(x.scale == scale for x in q.scales) else None
         for precision in sorted({str(r.get("precision")) for r in rows if int(r["scale"]) == scale}):
             rs = start + [r for r in rows if int(r["scale"]) == scale and str(r.get("precision")) == precision]
-            title = f"## ×{scale}" + (f" ({s.steps} steps, batch ×{s.batch})" if s else "") + f", {precision}"
+            title = f"## ×{scale}" + (f" ({s.steps} steps, batch ×{s.batch}{_own_steps(q, scale)})" if s else "") \
+                + f", {precision}"
             lines.append(title)
             report = _table(rs, order, q.evaluation.report)
             if len(report) > 2:  # a header alone: only decision-only candidates have rows at this scale yet

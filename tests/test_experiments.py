@@ -278,6 +278,16 @@ def test_a_page_shows_means_seeds_verdicts_and_what_is_pending(tmp_path: Path,
     assert "(×1): **pending**" in text  # two paired seeds left
 
 
+def test_a_scale_heading_names_the_conditions_that_train_their_own_steps() -> None:
+    from experiments.pages import _own_steps
+
+    q = load_question("me5_recipes")  # 60 steps at ×1; me5-mpcl and its α siblings set 300
+    assert _own_steps(q, 1) == "; 300 steps: me5-mpcl α0.5, me5-mpcl α0.7, me5-mpcl"
+    assert _own_steps(load_question("mpcl_scaling"), 1) == ""
+    page = (q.folder / "RESULTS.md").read_text(encoding="utf-8")
+    assert "## ×1 (60 steps, batch ×1; 300 steps: me5-mpcl α0.5, me5-mpcl α0.7, me5-mpcl), fp32" in page
+
+
 def test_the_tables_check_fails_when_a_page_differs(tmp_path: Path) -> None:
     folder = tmp_path / "exp"
     (folder / "mpcl_scaling").mkdir(parents=True)
