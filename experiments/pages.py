@@ -204,8 +204,16 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
                 f"{', '.join(f'`{x}`' for x in d.figures)} (sign-adjusted); the best candidate replaces the incumbent "
                 f"`{d.incumbent}` only when ahead of it by max(2 standard errors, 0.1) over ≥ 3 paired seeds.{keep}",
                 "",
-                f"**Default: `{default}`** — {why}.", "", "| condition | seeds | decision score |", "|---|---|---|"]
-        out += [f"| {c} | {len(s)} | {_ms(list(s.values()))} |" for c, s in scores.items()]
+                f"**Default: `{default}`** — {why}.", "",
+                "| condition | seeds | decision score |" + "".join(f" {_label(f)} − start |" for f in d.keep)
+                + (" keeps the start's quality |" if d.keep else ""),
+                "|---|---|---|" + "---|" * (len(d.keep) + (1 if d.keep else 0))]
+        for c, sc in scores.items():
+            kepts = [verdicts.kept(rows, c, f, d.tolerance, d.scale) for f in d.keep]
+            outcome = ("pending" if any(k.outcome == "pending" for k in kepts)
+                       else "no (out)" if any(k.outcome == "lost" for k in kepts) else "yes")
+            out.append(f"| {c} | {len(sc)} | {_ms(list(sc.values()))} |"
+                       + "".join(f" {_num(k.delta, '+.2f')} |" for k in kepts) + (f" {outcome} |" if d.keep else ""))
         out.append("")
     if q.checks:
         out += ["## Checked before a verdict is read", "", *[f"- {x}" for x in q.checks], ""]

@@ -288,6 +288,34 @@ def test_a_scale_heading_names_the_conditions_that_train_their_own_steps() -> No
     assert "## ×1 (60 steps, batch ×1; 300 steps: me5-mpcl α0.5, me5-mpcl α0.7, me5-mpcl), fp32" in page
 
 
+def test_the_decision_table_shows_each_condition_against_the_start_on_the_keep_figures(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from experiments import kits
+    from experiments.row_hash import start_hash, trained_hash
+
+    def no_kit(*a: object, **k: object) -> None:
+        raise FileNotFoundError("no kit")
+
+    monkeypatch.setattr(kits, "load_manifest", no_kit)
+    decision = {"setting": "s", "incumbent": "mpcl[none,t0.05]", "candidates": ["single[none,t0.05]"],
+                "figures": ["decision.tatoeba_trained", "decision.stsb_mono"], "keep": ["decision.stsb_mono"],
+                "tolerance": 0.5}
+    q = load_question(_question_file(tmp_path, decision=decision))
+    scored = {"tatoeba_trained": 1.0, "tatoeba_untrained": 1.0, "bucc_f1": 1.0, "sts17": 1.0,
+              "decision.tatoeba_untrained": 1.0, "decision.stsb_cross": 1.0}  # the start's other figures
+    rows = [{**_row("start", 0, 0, **scored, **{"decision.tatoeba_trained": 90.0, "decision.stsb_mono": 80.0}),
+             "trained_hash": start_hash(q)}]
+    for s in (13, 14, 15):  # the incumbent 1.0 below the start on STS-B (out), the candidate 0.2 below (kept)
+        for cond, mono in (("mpcl[none,t0.05]", 79.0), ("single[none,t0.05]", 79.8)):
+            rows.append({**_row(cond, s, **scored, **{"decision.tatoeba_trained": 95.0, "decision.stsb_mono": mono}),
+                         "trained_hash": trained_hash(q, q.condition(cond), s, 1, {})})
+    text = render(q, rows, plan(q, rows))
+    assert "| condition | seeds | decision score | decision.stsb_mono − start | keeps the start's quality |" in text
+    assert "| mpcl[none,t0.05] | 3 | 87.00 ± 0.00 | -1.00 | no (out) |" in text
+    assert "| single[none,t0.05] | 3 | 87.40 ± 0.00 | -0.20 | yes |" in text
+    assert "**Default: `single[none,t0.05]`**" in text
+
+
 def test_the_tables_check_fails_when_a_page_differs(tmp_path: Path) -> None:
     folder = tmp_path / "exp"
     (folder / "mpcl_scaling").mkdir(parents=True)
