@@ -58,7 +58,8 @@ def test_me5_best_is_what_the_decision_selected() -> None:
     if why.startswith("every condition falls behind"):  # no recipe keeps the start's quality: nothing to stand for
         pytest.skip(f"{QUESTION}: no candidate keeps the start's quality ({why})")
     winner, best = q.condition(default), q.condition(CONDITION)
-    same = ("objectives", "steps", "grad_cache", "grad_accumulation", "encoder", "interpolate_start", "scales")
+    same = ("objectives", "steps", "grad_cache", "grad_accumulation", "encoder", "interpolate_start", "freeze",
+            "scales")
     assert {f: getattr(best, f) for f in same} == {f: getattr(winner, f) for f in same}, \
         f"{CONDITION} is not the decision's winner {default!r} ({why})"
 
