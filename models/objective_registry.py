@@ -33,7 +33,7 @@ import pkgutil
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 S = TypeVar("S")
 Settings = TypeVar("Settings", bound="Objective")
@@ -63,6 +63,9 @@ class Objective:
     kind: str
     weight: float
     batch_size: int
+    # fields added after rows and caches were keyed with the objective: left out of a cache key while at their default
+    # (``models.settings.key_view``), so a run that does not use one keeps the key it had before it existed
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ()
 
     def build(self, name: str, tables: Mapping[str, Any], settings: Any, stream: int, device: Any,
               student: Any) -> Any:

@@ -10,6 +10,7 @@ training cache key (``dataclasses.asdict`` in ``flows``): changing them moves ke
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -175,8 +176,19 @@ KEY_WHEN_SET = ("interpolate_start", "freeze")
 
 def key_view(data: dict[str, Any]) -> dict[str, Any]:
     """A training run's settings as plain data (``canonical`` / ``to_mapping``) for a cache key: ``KEY_WHEN_SET``
-    fields dropped while unset."""
-    return {k: v for k, v in data.items() if not (k in KEY_WHEN_SET and v is None)}
+    fields dropped while unset, and each objective's own ``KEY_WHEN_SET`` fields while at their default."""
+    out = {k: v for k, v in data.items() if not (k in KEY_WHEN_SET and v is None)}
+    if isinstance(out.get("objectives"), list | tuple):
+        out["objectives"] = [_objective_key_view(o) for o in out["objectives"]]
+    return out
+
+
+def _objective_key_view(o: Any) -> Any:
+    cls = kinds().get(o.get("kind")) if isinstance(o, dict) else None
+    if cls is None or not cls.KEY_WHEN_SET:
+        return o
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    return {k: v for k, v in o.items() if not (k in cls.KEY_WHEN_SET and v == defaults.get(k))}
 
 
 # settings a resumed run may change without changing what it computes

@@ -54,6 +54,38 @@ def test_loss_is_the_papers_equation(space: str, ws: float, wt: float) -> None:
         assert got == pytest.approx(2 / 4 * (1 - cos.mean()), rel=1e-12)
 
 
+@pytest.mark.parametrize("space", ["normalized", "raw"])
+def test_translation_target_self_regresses_each_side_to_its_own_start_embedding(space: str) -> None:
+    """``translation_target: self`` (Learning without Forgetting on both sides): w_s‖M(s) − M̂(s)‖² + w_t‖M(t) −
+    M̂(t)‖², by hand; a student equal to the teacher on both sides has loss 0, where the paper's target (M(s) for the
+    translation) does not."""
+    rng = np.random.default_rng(11)
+    s, t, ts, tt = (rng.normal(size=(5, 4)) * 2 for _ in range(4))
+    got = start_distill_loss(torch.tensor(s), torch.tensor(t), torch.tensor(ts), source_weight=0.7,
+                             translation_weight=1.3, space=space, teacher_translation=torch.tensor(tt)).item()
+    want = (_by_hand(s, None, ts, 0.7, 0.0, space == "normalized")
+            + _by_hand(None, t, tt, 0.0, 1.3, space == "normalized"))
+    assert got == pytest.approx(want, rel=1e-12)
+    same = start_distill_loss(torch.tensor(ts), torch.tensor(tt), torch.tensor(ts), space=space,
+                              teacher_translation=torch.tensor(tt)).item()
+    assert same == pytest.approx(0.0, abs=1e-12)
+    assert start_distill_loss(torch.tensor(ts), torch.tensor(tt), torch.tensor(ts), space=space).item() > 1e-3
+    with pytest.raises(ValueError, match="teacher_translation"):
+        start_distill_loss(torch.tensor(s), torch.tensor(t), torch.tensor(ts), teacher_translation=torch.zeros(5, 3))
+
+
+def test_translation_target_enters_a_cache_key_only_when_set() -> None:
+    """Runs keyed before ``translation_target`` existed keep their keys (and the experiments' rows their hashes)."""
+    from models.settings import key_view
+    from models.settings_io import to_mapping
+
+    paper = TrainSettings(objectives=(StartDistillObjective(),))
+    own = TrainSettings(objectives=(StartDistillObjective(translation_target="self"),))
+    assert "translation_target" not in key_view(to_mapping(paper))["objectives"][0]
+    assert key_view(to_mapping(own))["objectives"][0]["translation_target"] == "self"
+    assert "translation_target" in to_mapping(paper)["objectives"][0]  # a dump still says what ran
+
+
 def test_gradient_reaches_the_student_only_and_vanishes_at_the_teacher() -> None:
     rng = np.random.default_rng(1)
     teacher = torch.tensor(rng.normal(size=(6, 8)), requires_grad=True)
@@ -162,6 +194,9 @@ def test_the_start_is_the_teacher(tmp_path: Path, corpora: dict[str, Path]) -> N
     assert after > before + 0.002, (before, after)  # (a random tiny encoder: every cosine is near 0.93)
     src = _train(dataclasses.replace(settings, objectives=(only_source,)), corpora, tmp_path / "source")
     assert src[0] == pytest.approx(0.0, abs=1e-9)  # the teacher is the student's own start
+    own = dataclasses.replace(both, translation_target="self")  # both sides at their own start embedding: 0 too
+    assert _train(dataclasses.replace(settings, objectives=(own,)), corpora, tmp_path / "own")[0] == pytest.approx(
+        0.0, abs=1e-9)
     torch.manual_seed(99)
     other = SentenceEncoder.from_settings(TINY, corpora["tokenizer"])
     other.save(tmp_path / "other")

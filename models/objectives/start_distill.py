@@ -29,8 +29,17 @@ there it is the paper's loss; for unit vectors ‖u − v‖² = 2 − 2·cos(u,
 per term. ``raw``: the embeddings as the model outputs them (pooled, projected), the paper literally; a start
 without ``Normalize`` then also keeps its norms.
 
-Defaults: ``teacher: self``, w_s = w_t = 1, ``space: normalized``, ``data: bitext_pairs``, batch 32, the teacher's
-embeddings cached once for the texts the run's batches draw (``teacher_cache``).
+``translation_target``: ``source`` (default, the paper): the translation regresses the teacher's embedding of its
+source, M(s_j). ``self``: it regresses the teacher's embedding of itself, M(t_j) — each side kept where the start put
+it and nothing pulled across languages: with the start as teacher, Learning without Forgetting (Li & Hoiem 2016,
+"Learning without Forgetting", ECCV: the original model's outputs on the new task's inputs as targets) on both sides
+of the bitext, a regulariser beside objectives that do the aligning (MPCL, soft labels)::
+
+    L_self = w_s · (1/(B·d)) Σ_j ‖M(s_j) − M̂(s_j)‖²  +  w_t · (1/(B·d)) Σ_j ‖M(t_j) − M̂(t_j)‖²
+
+Defaults: ``teacher: self``, w_s = w_t = 1, ``translation_target: source``, ``space: normalized``,
+``data: bitext_pairs``, batch 32, the teacher's embeddings cached once for the texts the run's batches draw
+(``teacher_cache``).
 
 Relations:
     - ``soft_label`` with ``loss: mse`` regresses both sides onto its teacher's embedding of the priority side: this
@@ -52,7 +61,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 
@@ -87,6 +96,8 @@ class StartDistillObjective(Objective):
     ``teacher``: ``self`` (a frozen copy of the student before training: the start model) or a model id of the same
     dimension; ``teacher_prefix`` replaces the teacher's default prompt when set. ``priority``: the source side is
     the pair's language listed first. ``space``: ``normalized`` (L2-normalised embeddings, default) or ``raw``.
+    ``translation_target``: ``source`` (the paper: a translation regresses M(source)) or ``self`` (it regresses
+    M(translation): Learning without Forgetting on both sides; module docstring).
     ``teacher_cache``: encode the teacher's texts of the whole run once before training. ``language_pair_batches``:
     one language pair per batch (the loss has no negatives, so mixed batches are the default)."""
 
@@ -102,6 +113,8 @@ class StartDistillObjective(Objective):
     priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
     language_pair_batches: bool = False
     teacher_cache: bool = True
+    translation_target: Literal["source", "self"] = "source"
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("translation_target",)
 
     def models(self) -> dict[str, str]:
         return {} if self.teacher == "self" else {"teacher": self.teacher}
@@ -143,7 +156,9 @@ class StartDistillComponent(Component, builds=StartDistillObjective):
         if o.teacher_cache:  # the sources the run's batches draw, not the whole corpus
             steps = settings.steps * settings.grad_accumulation
             drawn = np.unique(np.concatenate([self.plan.batch(s) for s in range(steps)]))
-            self.teacher.cache([self.source(int(i)) for i in drawn])
+            own = o.translation_target == "self" and o.translation_weight > 0
+            self.teacher.cache([self.source(int(i)) for i in drawn]
+                               + ([self.translation(int(i)) for i in drawn] if own else []))
 
     def source(self, i: int) -> str:
         return self.pairs.b[i] if self.b_source[i] else self.pairs.a[i]
@@ -156,6 +171,8 @@ class StartDistillComponent(Component, builds=StartDistillObjective):
         sources = [self.source(int(i)) for i in idx]
         translations = [self.translation(int(i)) for i in idx]
         target = self.teacher.embed(sources, self.device)
+        own = (self.teacher.embed(translations, self.device)
+               if o.translation_target == "self" and o.translation_weight > 0 else None)
         columns, kinds = [], []
         if o.source_weight > 0:
             columns.append(self.local(sources))
@@ -168,15 +185,17 @@ class StartDistillComponent(Component, builds=StartDistillObjective):
             got = dict(zip(kinds, gathered(embs), strict=True))
             return start_distill_loss(got.get("source"), got.get("translation"), target,
                                       source_weight=o.source_weight, translation_weight=o.translation_weight,
-                                      space=o.space)
+                                      space=o.space, teacher_translation=own)
 
         return StepBatch(columns, loss_fn, len(columns) * len(idx))
 
 
 def start_distill_loss(student_source: torch.Tensor | None, student_translation: torch.Tensor | None,
                        teacher_source: torch.Tensor, *, source_weight: float = 1.0, translation_weight: float = 1.0,
-                       space: Space = "normalized") -> torch.Tensor:
-    """w_s · MSE(M̂(s), M(s)) + w_t · MSE(M̂(t), M(s)), each MSE averaged over the B×d elements (module docstring).
+                       space: Space = "normalized", teacher_translation: torch.Tensor | None = None) -> torch.Tensor:
+    """w_s · MSE(M̂(s), M(s)) + w_t · MSE(M̂(t), M(s)), each MSE averaged over the B×d elements (module docstring);
+    with ``teacher_translation`` the second term regresses it instead, w_t · MSE(M̂(t), M(t)) (``translation_target:
+    self``).
 
     Args:
         student_source: B×d student embeddings of the sources (None when ``source_weight`` is 0).
@@ -185,6 +204,8 @@ def start_distill_loss(student_source: torch.Tensor | None, student_translation:
         source_weight: w_s ≥ 0 (the paper: 1).
         translation_weight: w_t ≥ 0 (the paper: 1).
         space: ``"normalized"`` (every embedding L2-normalised first) or ``"raw"`` (as given).
+        teacher_translation: B×d teacher embeddings of the translations, the translation term's target when given
+            (``None``: ``teacher_source``, the paper).
 
     Returns:
         The scalar loss, in the student's dtype.
@@ -202,13 +223,19 @@ def start_distill_loss(student_source: torch.Tensor | None, student_translation:
     if not used:
         raise ValueError("source_weight and translation_weight are both 0 (or their embeddings missing): "
                          "nothing to regress")
-    for x, _, name in used:
-        check_pair(x, teacher_source, name, "teacher_source")
-    target = teacher_source.detach().to(device=used[0][0].device, dtype=used[0][0].dtype)
-    if space == "normalized":
-        target = F.normalize(target, dim=-1)
-    total = used[0][0].new_zeros(())
-    for x, w, _ in used:
+    like = used[0][0]
+
+    def prepared(t: torch.Tensor) -> torch.Tensor:
+        t = t.detach().to(device=like.device, dtype=like.dtype)
+        return F.normalize(t, dim=-1) if space == "normalized" else t
+
+    targets = {"student_source": teacher_source, "student_translation": teacher_source}
+    if teacher_translation is not None:
+        targets["student_translation"] = teacher_translation
+    total = like.new_zeros(())
+    for x, w, name in used:
+        target_name = "teacher_translation" if targets[name] is teacher_translation else "teacher_source"
+        check_pair(x, targets[name], name, target_name)
         z = F.normalize(x, dim=-1) if space == "normalized" else x
-        total = total + w * F.mse_loss(z, target)
+        total = total + w * F.mse_loss(z, prepared(targets[name]))
     return total
