@@ -278,14 +278,19 @@ def test_a_page_shows_means_seeds_verdicts_and_what_is_pending(tmp_path: Path,
     assert "(×1): **pending**" in text  # two paired seeds left
 
 
-def test_a_scale_heading_names_the_conditions_that_train_their_own_steps() -> None:
+def test_a_scale_heading_names_the_conditions_that_train_their_own_steps(tmp_path: Path) -> None:
     from experiments.pages import _own_steps
 
-    q = load_question("me5_recipes")  # 60 steps at ×1; me5-mpcl and its α siblings set 300
-    assert _own_steps(q, 1) == "; 300 steps: me5-mpcl α0.5, me5-mpcl α0.7, me5-mpcl"
-    assert _own_steps(load_question("mpcl_scaling"), 1) == ""
-    page = (q.folder / "RESULTS.md").read_text(encoding="utf-8")
-    assert "## ×1 (60 steps, batch ×1; 300 steps: me5-mpcl α0.5, me5-mpcl α0.7, me5-mpcl), fp32" in page
+    assert _own_steps(load_question(_question_file(tmp_path)), 1) == ""  # every condition at the scale's 60 steps
+    data = yaml.safe_load((REPO / "experiments" / "mpcl_scaling" / "question.yaml").read_text())
+    data["conditions"][2]["steps"] = 120
+    data["conditions"][3]["steps"] = 120
+    q = load_question(_question_file(tmp_path, conditions=data["conditions"]))
+    names = [data["conditions"][i]["name"] for i in (2, 3)]
+    assert _own_steps(q, 1) == f"; 120 steps: {names[0]}, {names[1]}"
+    assert _own_steps(q, 10) == ""  # those conditions do not run at ×10
+    page = (REPO / "experiments" / "me5_recipes" / "RESULTS.md").read_text(encoding="utf-8")
+    assert "## ×1 (60 steps, batch ×1; 300 steps: " in page and "me5-mpcl), fp32" in page
 
 
 def test_the_decision_table_shows_each_condition_against_the_start_on_the_keep_figures(
