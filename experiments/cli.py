@@ -141,7 +141,7 @@ def cmd_pack_start(a: argparse.Namespace) -> int:
     if not a.force and packed_start_record(a.kit) is not None:
         print(f"kit {a.kit}: the packed start is current (packed for this build of the kit)")
         return 0
-    print(f"packed start: {pack_start_model(a.kit, force=True)}")
+    print(f"packed start: {pack_start_model(a.kit)}")
     return 0
 
 

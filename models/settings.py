@@ -175,20 +175,22 @@ KEY_WHEN_SET = ("interpolate_start", "freeze")
 
 
 def key_view(data: dict[str, Any]) -> dict[str, Any]:
-    """A training run's settings as plain data (``canonical`` / ``to_mapping``) for a cache key: ``KEY_WHEN_SET``
-    fields dropped while unset, and each objective's own ``KEY_WHEN_SET`` fields while at their default."""
-    out = {k: v for k, v in data.items() if not (k in KEY_WHEN_SET and v is None)}
+    """A training run's settings as plain data (``canonical`` / ``to_mapping``) for a cache key: the ``KEY_WHEN_SET``
+    fields of the run and of each objective dropped while they hold their default."""
+    out = _without_defaults(TrainSettings, KEY_WHEN_SET, data)
     if isinstance(out.get("objectives"), list | tuple):
-        out["objectives"] = [_objective_key_view(o) for o in out["objectives"]]
+        out["objectives"] = [_without_defaults(cls, cls.KEY_WHEN_SET, o)
+                             if isinstance(o, dict) and (cls := kinds().get(o.get("kind"))) is not None else o
+                             for o in out["objectives"]]
     return out
 
 
-def _objective_key_view(o: Any) -> Any:
-    cls = kinds().get(o.get("kind")) if isinstance(o, dict) else None
-    if cls is None or not cls.KEY_WHEN_SET:
-        return o
+def _without_defaults(cls: type, names: tuple[str, ...], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a dump of ``cls``) without the fields ``names`` whose value is the field's default."""
+    if not names:
+        return data
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    return {k: v for k, v in o.items() if not (k in cls.KEY_WHEN_SET and v == defaults.get(k))}
+    return {k: v for k, v in data.items() if not (k in names and v == defaults.get(k))}
 
 
 # settings a resumed run may change without changing what it computes

@@ -212,30 +212,29 @@ def start_distill_loss(student_source: torch.Tensor | None, student_translation:
     """
     if space not in ("normalized", "raw"):
         raise ValueError(f"space must be 'normalized' or 'raw', got {space!r}")
-    terms = [(student_source, source_weight, "student_source", "source_weight"),
-             (student_translation, translation_weight, "student_translation", "translation_weight")]
-    for x, w, name, w_name in terms:
+    own = teacher_translation is not None
+    terms = [(student_source, source_weight, "student_source", "source_weight", "teacher_source"),
+             (student_translation, translation_weight, "student_translation", "translation_weight",
+              "teacher_translation" if own else "teacher_source")]
+    for x, w, name, w_name, _ in terms:
         if not (isinstance(w, (int, float)) and w >= 0):
             raise ValueError(f"{w_name} must be a number ≥ 0, got {w!r}")
         if w > 0 and x is None:
             raise ValueError(f"{name} is required when {w_name} > 0 (B×d student embeddings)")
-    used = [(x, w, name) for x, w, name, _ in terms if x is not None and w > 0]
+    used = [(x, w, name, target) for x, w, name, _, target in terms if x is not None and w > 0]
     if not used:
         raise ValueError("source_weight and translation_weight are both 0 (or their embeddings missing): "
                          "nothing to regress")
+    given = {"teacher_source": teacher_source, "teacher_translation": teacher_translation}
     like = used[0][0]
-
-    def prepared(t: torch.Tensor) -> torch.Tensor:
-        t = t.detach().to(device=like.device, dtype=like.dtype)
-        return F.normalize(t, dim=-1) if space == "normalized" else t
-
-    targets = {"student_source": teacher_source, "student_translation": teacher_source}
-    if teacher_translation is not None:
-        targets["student_translation"] = teacher_translation
+    targets: dict[str, torch.Tensor] = {}  # each teacher tensor checked, cast and normalised once
+    for x, _, name, target in used:
+        check_pair(x, given[target], name, target)
+        if target not in targets:
+            t = given[target].detach().to(device=like.device, dtype=like.dtype)
+            targets[target] = F.normalize(t, dim=-1) if space == "normalized" else t
     total = like.new_zeros(())
-    for x, w, name in used:
-        target_name = "teacher_translation" if targets[name] is teacher_translation else "teacher_source"
-        check_pair(x, targets[name], name, target_name)
+    for x, w, _, target in used:
         z = F.normalize(x, dim=-1) if space == "normalized" else x
-        total = total + w * F.mse_loss(z, prepared(targets[name]))
+        total = total + w * F.mse_loss(z, targets[target])
     return total

@@ -54,14 +54,14 @@ def freeze_student(backbone: nn.Module, freeze: FreezeSettings | None, *, run_na
     how many weights were frozen (0 for ``None``) and logs it beside the number left to train."""
     if freeze is None:
         return 0
+    parts = frozen_modules(backbone, freeze)
     frozen = 0
-    for _, module in frozen_modules(backbone, freeze):
+    for _, module in parts:
         for p in module.parameters():
             if p.requires_grad:
                 p.requires_grad_(False)
                 frozen += p.numel()
     total = sum(p.numel() for p in backbone.parameters())
     log.info("%s: froze %s of the backbone's %s weights (%s); %s train", run_name, f"{frozen:,}", f"{total:,}",
-             ", ".join(name for name, _ in frozen_modules(backbone, freeze)) or "nothing",
-             f"{total - frozen:,}")
+             ", ".join(name for name, _ in parts) or "nothing", f"{total - frozen:,}")
     return frozen
