@@ -17,6 +17,9 @@ from experiments.figures import on_report_sets
 from experiments.ledger import RowKey, read_rows, row_key
 from experiments.question import ConditionSpec, Question
 
+# a row whose training took less than this shared another row's training (an interpolation sibling)
+_TRAINED_SECONDS = 10.0
+
 
 @dataclass(frozen=True)
 class PlannedRow:
@@ -42,19 +45,40 @@ def _scored_on_report(row: dict[str, Any]) -> bool:
     return any(on_report_sets(k) for k in row.get("metrics") or {})
 
 
-def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int, machine: str) -> float | None:
-    """A row's cost: the median of its condition's rows at this scale on this machine, else of the rows scored like
-    it (on the report sets, or on the decision sets only: ``decision_only``), else the scale's stated estimate."""
-    same = [_cost(r) for r in rows if r["condition"] == condition and r["scale"] == scale and _machine(r) == machine]
-    if same:
-        return statistics.median(same)
-    report = not next((c.decision_only for c in q.conditions if c.name == condition), False)
-    any_ = [_cost(r) for r in rows if r["scale"] == scale and _machine(r) == machine and r["condition"] != "start"
-            and _scored_on_report(r) == report]
-    if any_:
-        return statistics.median(any_)
-    s = q.scale(scale)
-    return s.cpu_seconds if machine == "cpu" else s.gpu_seconds
+def _steps(q: Question, condition: ConditionSpec, scale: int) -> int:
+    return condition.steps * scale if condition.steps else q.scale(scale).steps
+
+
+def _per_job(r: dict[str, Any], field: str) -> float:
+    return float(r.get(field) or 0) / max(1, int(r.get("concurrent_jobs") or 1))
+
+
+def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int, machine: str, *,
+             trains: bool = True) -> float | None:
+    """A row's cost on ``machine``: the median scoring time of its condition's rows at this scale (else of the rows
+    scored like it: on the report sets, or on the decision sets only, ``decision_only``) plus, when the row
+    ``trains`` (not a sibling whose training another row keeps: ``experiments/shared_training.py``), the median
+    training time per step of the rows that trained (its own, else those scored like it) times its steps; the
+    scale's stated estimate when no row is scored like it."""
+    spec = next((c for c in q.conditions if c.name == condition), None)
+    report = not (spec.decision_only if spec is not None else False)
+    on = [r for r in rows if r["scale"] == scale and _machine(r) == machine and r["condition"] != "start"]
+    same = [r for r in on if r["condition"] == condition]
+    like = same or [r for r in on if _scored_on_report(r) == report]
+    if not like:
+        s = q.scale(scale)
+        return s.cpu_seconds if machine == "cpu" else s.gpu_seconds
+    score = statistics.median(_per_job(r, "eval_seconds") for r in like)
+    if not trains:
+        return score
+
+    def rates(rs: list[dict[str, Any]]) -> list[float]:
+        return [_per_job(r, "train_seconds") / int(r["steps"]) for r in rs
+                if r.get("steps") and float(r.get("train_seconds") or 0) >= _TRAINED_SECONDS]
+
+    per_step = rates(same) or rates([r for r in on if _scored_on_report(r) == report])
+    steps = _steps(q, spec, scale) if spec is not None else q.scale(scale).steps
+    return score + (statistics.median(per_step) * steps if per_step else 0.0)
 
 
 def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedRow]:
@@ -62,6 +86,7 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
     them)."""
     from experiments import kits
     from experiments.row_hash import start_hash, trained_hash
+    from experiments.shared_training import training_key
 
     rows = read_rows(q.results) if rows is None else rows
     try:  # the prepared kit's corpus hashes; without the kit, each row's own (its corpus is taken as unchanged)
@@ -81,6 +106,7 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
         state = "pending" if row is None else ("done" if row.get("trained_hash") == start_hash(q) and
                                                need <= set(row["metrics"]) else "stale")
         out.append(PlannedRow(q.name, key, start, state, "cpu", statistics.median(ev) if ev else 300.0, None))
+    states = []
     for c, seed, scale in q.planned():
         key = RowKey(c.name, seed, scale)
         row = done.get(key)
@@ -89,8 +115,21 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
         else:
             tables = current if current is not None else dict(row.get("tables") or {})
             state = "done" if row.get("trained_hash") == trained_hash(q, c, seed, scale, tables) else "stale"
+        states.append((c, seed, scale, key, state))
+    # rows that differ only in interpolate_start train once (experiments/shared_training.py): the first to run
+    # trains, unless a done sibling's training is kept for them; the others only score
+    trained: set[tuple[str, int, int]] = set()
+    for c, seed, scale, _, state in states:
+        if state == "done":
+            trained.add((training_key(q, c, seed, scale, current or {}), seed, scale))
+    for c, seed, scale, key, state in states:
+        group = (training_key(q, c, seed, scale, current or {}), seed, scale)
+        trains = state == "done" or group not in trained
+        if state != "done":
+            trained.add(group)
         out.append(PlannedRow(q.name, key, c, state, q.scale(scale).runs_on,
-                              estimate(q, rows, c.name, scale, "cpu"), estimate(q, rows, c.name, scale, "gpu")))
+                              estimate(q, rows, c.name, scale, "cpu", trains=trains),
+                              estimate(q, rows, c.name, scale, "gpu", trains=trains)))
     return out
 
 

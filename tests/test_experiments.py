@@ -601,17 +601,46 @@ def test_a_decision_only_rows_hash_leaves_the_report_figures_out() -> None:
 
 
 def test_a_conditions_cost_is_estimated_from_rows_scored_like_it() -> None:
-    """Before a condition has rows, its estimate is the median of rows scored like it: a decision-only candidate's
-    from decision-only rows (a fraction of the report sets' scoring), a fully scored one's from fully scored rows."""
+    """Before a condition has rows, its estimate comes from rows scored like it: a decision-only candidate's from
+    decision-only rows (a fraction of the report sets' scoring), a fully scored one's from fully scored rows — their
+    training time per step times the condition's own steps, siblings that shared a training left out of the rate."""
     from experiments.plan import estimate
 
     q = load_question(REPO / "experiments" / "me5_recipes")
-    only = [c.name for c in q.conditions if c.decision_only]
+    only = [c.name for c in q.conditions if c.decision_only and not c.steps]
     full = [c.name for c in q.conditions if not c.decision_only]
-    rows = [{**_row(only[0], 13, **{"decision.stsb_mono": 80.0}), "train_seconds": 100.0, "eval_seconds": 20.0},
+    long = next(c for c in q.conditions if c.decision_only and c.steps)
+    assert long.steps != q.scale(1).steps
+    per_step = 100.0 / q.scale(1).steps
+    rows = [{**_row(only[0], 13, **{"decision.stsb_mono": 80.0}), "train_seconds": 100.0, "eval_seconds": 20.0,
+             "steps": q.scale(1).steps},
+            {**_row(only[1], 13, **{"decision.stsb_mono": 80.0}), "train_seconds": 1.0, "eval_seconds": 20.0,
+             "steps": q.scale(1).steps},  # an interpolation sibling: its training was another row's
             {**_row(full[0], 13, bucc_f1=90.0, **{"decision.stsb_mono": 80.0}), "train_seconds": 100.0,
-             "eval_seconds": 900.0}]
-    assert estimate(q, rows, only[1], 1, "cpu") == 120.0
-    assert estimate(q, rows, full[0], 1, "cpu") == 1000.0
-    assert estimate(q, rows[:1], full[0], 1, "cpu") == q.scale(1).cpu_seconds  # nothing scored like it yet
-    assert estimate(q, rows[1:], only[1], 1, "cpu") == q.scale(1).cpu_seconds
+             "eval_seconds": 900.0, "steps": q.scale(1).steps}]
+    assert estimate(q, rows, only[2], 1, "cpu") == pytest.approx(120.0)
+    assert estimate(q, rows, long.name, 1, "cpu") == pytest.approx(20.0 + per_step * long.steps)
+    assert estimate(q, rows, only[1], 1, "cpu") == pytest.approx(120.0)  # its own row shared another's training
+    assert estimate(q, rows, only[1], 1, "cpu", trains=False) == 20.0
+    assert estimate(q, rows[:2], full[0], 1, "cpu") == q.scale(1).cpu_seconds  # nothing scored like it yet
+    assert estimate(q, rows[2:], only[1], 1, "cpu") == q.scale(1).cpu_seconds
+    other = next(c for c in q.conditions if not c.decision_only and c.name != full[0])
+    assert estimate(q, rows[2:], other.name, 1, "cpu") == pytest.approx(
+        900.0 + per_step * (other.steps or q.scale(1).steps))
+
+
+def test_siblings_that_share_a_training_are_planned_to_score_only() -> None:
+    """Rows that differ only in interpolate_start train once: the status estimate charges the training to the first
+    pending row of the group and scoring alone to the others."""
+    from experiments.plan import plan
+
+    q = load_question(REPO / "experiments" / "me5_recipes")
+    rows = [{**_row("mpcl+soft", 13, **{"decision.stsb_mono": 80.0}), "train_seconds": 300.0, "eval_seconds": 25.0,
+             "steps": q.scale(1).steps}]
+    p = {(r.key.condition, r.key.seed): r for r in plan(q, rows)}
+    first, sibling = p[("mpcl+soft+distill", 14)], p[("mpcl+soft+distill α0.5", 14)]
+    assert first.cpu_seconds == pytest.approx(325.0)
+    assert sibling.cpu_seconds == pytest.approx(25.0)
+    assert p[("mpcl+soft", 14)].cpu_seconds == pytest.approx(325.0)
+    assert p[("mpcl+soft α0.5", 14)].cpu_seconds == pytest.approx(25.0)
+    assert p[("mpcl+soft+distill frozen-6", 14)].cpu_seconds == pytest.approx(325.0)  # freezing: its own training
