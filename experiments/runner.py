@@ -62,6 +62,12 @@ def hardware() -> dict[str, Any]:
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__}
 
 
+def concurrent_jobs() -> int:
+    """How many runs share this machine (``POLYSENT_EXPERIMENT_WORKERS``, set by the GPU drain and by concurrent CPU
+    queues): a row's wall times are read divided by it (``experiments.plan``)."""
+    return max(1, int(os.environ.get("POLYSENT_EXPERIMENT_WORKERS", "1")))
+
+
 def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], out: Path, run: str,
           device: str) -> tuple[dict[str, float], float]:
     """The figures ``names`` of ``model`` on the kit's ``which`` sets (``report`` / ``decision``) and the seconds."""
@@ -189,8 +195,7 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
            "train_seconds": round(train_s, 1), "eval_seconds": round(report_s + decision_s, 1),
            "hardware": hardware(), "commit": commit(), "trained_hash": trained_hash(q, condition, seed, scale, hashes),
            "tables": hashes, "start": q.start, "origin": origin,
-           "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-           "concurrent_jobs": int(os.environ.get("POLYSENT_EXPERIMENT_WORKERS", "1"))}
+           "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "concurrent_jobs": concurrent_jobs()}
     if training_from is not None:
         row["training_from"] = training_from
     write_row(results or q.results, row)
@@ -227,7 +232,8 @@ def score_start(q: Question, *, device: str = "auto", results: Path | None = Non
                                          **{f"final.{k}": round(v, 4) for k, v in final.items()}},
            "train_seconds": 0.0, "eval_seconds": round(report_s + decision_s, 1), "hardware": hardware(),
            "commit": commit(), "trained_hash": start_hash(q),
-           "start": q.start, "origin": "run", "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
+           "start": q.start, "origin": "run", "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+           "concurrent_jobs": concurrent_jobs()}
     write_row(results or q.results, row)
     shutil.rmtree(folder, ignore_errors=True)
     return row

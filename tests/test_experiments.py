@@ -387,6 +387,7 @@ def test_a_gpu_drain_at_a_tiny_scale_returns_rows_that_merge_into_the_ledger(tmp
     assert res.returncode == 0, res.stderr
     ledger = read_rows(exp / "tiny" / "results")
     assert len(ledger) == 3 and all(r["origin"] == "gpu-drain" and r["steps"] == 4 for r in ledger)
+    assert all(r["concurrent_jobs"] == 2 for r in ledger)  # two workers shared the machine
     assert all(set(r["metrics"]) >= {"tatoeba_mean", "xsim_error"} and r["trained_hash"] for r in ledger)
     assert "0 pending" in cli("status").stdout.replace("3 done, 0 stale, 0 pending", "0 pending")
     page = (exp / "tiny" / "RESULTS.md").read_text()
