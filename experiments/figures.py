@@ -28,6 +28,27 @@ KNOWN = ("tatoeba_trained", "tatoeba_untrained", "tatoeba_mean", "bucc_f1", "sts
          "stsb_mono", "stsb_cross", "xsim_error", "mewsc_accuracy")
 
 
+# the kit tables (``experiments.kits.tables``) each figure family is scored on
+_FAMILY_TABLES = {"tatoeba": ("eval_tatoeba",), "bucc": ("eval_bucc", "eval_bucc_gold"), "sts17": ("eval_sts",),
+                  "stsb": ("eval_sts",), "xsim": ("eval_parallel",), "mewsc": ("eval_clustering",)}
+
+
+def family(figure: str) -> str:
+    """The family of a figure (``tatoeba``, ``bucc``, ``sts17``, ``stsb``, ``xsim``, ``mewsc``): the figures one
+    evaluation task computes from the same tables, e.g. ``tatoeba_untrained`` and ``tatoeba.deu``."""
+    base = figure.removeprefix("decision.").removeprefix("final.")
+    return base.split(".")[0].split("_")[0]
+
+
+def tables_of(figure: str) -> tuple[str, ...]:
+    """The kit tables a figure is scored on (``eval_bucc`` and its gold pairs for ``bucc_f1``, …)."""
+    try:
+        return _FAMILY_TABLES[family(figure)]
+    except KeyError:
+        raise ValueError(f"figure {figure!r}: no evaluation table known for it; expected one of {', '.join(KNOWN)} "
+                         "(decision./final. prefixes allowed)") from None
+
+
 def on_report_sets(figure: str) -> bool:
     """Whether a ledger figure name is scored on the report sets (not ``decision.*``, ``final.*`` or ``train.*``)."""
     return not figure.startswith(("decision.", "final.", "train."))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from experiments import kits, shared_training
-from experiments.figures import evaluation_settings, figures
+from experiments.figures import evaluation_settings, family, figures, tables_of
 from experiments.ledger import RowKey, safe_name, write_row
 from experiments.paths import KITS, REPO, RUNS
 from experiments.question import ConditionSpec, Question
@@ -88,6 +88,24 @@ def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], ou
         raise ValueError(f"{q.name}: the {which} sets of kit {q.kit} give no {', '.join(missing)} (figures: "
                          f"{', '.join(sorted(k for k in got if '.' not in k))})")
     return got, time.perf_counter() - t0
+
+
+def score_report_and_full(q: Question, model: str | Path, report: tuple[str, ...], full: tuple[str, ...], out: Path,
+                          run: str, device: str) -> tuple[dict[str, float], dict[str, float], float]:
+    """The ``report`` figures on the kit's report sets and the ``full`` ones on its full sets, and the seconds: the
+    full sets first, then on the report sets only the figures whose tables differ (a kit's full BUCC, MewsC-16 and
+    xSIM tables are its report tables: scored once, their figures copied)."""
+    final, final_s = score(q, model, "full", full, out / "full", run, device) if full else ({}, 0.0)
+    if not final:
+        got, report_s = score(q, model, "report", report, out / "report", run, device)
+        return got, final, report_s + final_s
+    report_tables, full_tables = kits.tables(q.kit, "report"), kits.tables(q.kit, "full")
+    same = {family(n) for n in report if n in final
+            and all(report_tables.get(t) == full_tables.get(t) for t in tables_of(n))}
+    got, report_s = score(q, model, "report", tuple(n for n in report if family(n) not in same),
+                          out / "report", run, device)
+    got.update({k: v for k, v in final.items() if family(k) in same})
+    return got, final, report_s + final_s
 
 
 def train_curves(t: dict[str, list[Any]], columns: tuple[str, ...], windows: int = 10) -> dict[str, Any]:
@@ -176,14 +194,11 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
         train_s += time.perf_counter() - t0
     stats = record["stats"]
     eval_device = "cuda" if str(stats["device"]).startswith("cuda") else "cpu"
-    report, report_s = score(q, model, "report", () if condition.decision_only else q.evaluation.report,
-                             folder / "report", key.file_name(), eval_device)
+    report, final, report_s = score_report_and_full(
+        q, model, () if condition.decision_only else q.evaluation.report,
+        q.evaluation.final if condition.final else (), folder, key.file_name(), eval_device)
     decision, decision_s = score(q, model, "decision", q.evaluation.decision, folder / "decision",
                                  key.file_name(), eval_device)
-    final: dict[str, float] = {}
-    if condition.final:
-        final, final_s = score(q, model, "full", q.evaluation.final, folder / "full", key.file_name(), eval_device)
-        decision_s += final_s
     steps = pq.read_table(trained.parent / record["train_steps"]).to_pydict()
     metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()},
                **{f"final.{k}": v for k, v in final.items()},
@@ -220,12 +235,10 @@ def score_start(q: Question, *, device: str = "auto", results: Path | None = Non
         enc = SentenceEncoder.from_settings(q.encoder, kits.kit_dir(q.kit) / manifest["tokenizer"])
         enc.save(folder / "model")
         start = str(folder / "model")
-    report, report_s = score(q, start, "report", q.evaluation.report, folder / "report", "start", device)
+    report, final, report_s = score_report_and_full(
+        q, start, q.evaluation.report, q.evaluation.final if any(c.final for c in q.conditions) else (), folder,
+        "start", device)
     decision, decision_s = score(q, start, "decision", q.evaluation.decision, folder / "decision", "start", device)
-    final: dict[str, float] = {}
-    if any(c.final for c in q.conditions):
-        final, final_s = score(q, start, "full", q.evaluation.final, folder / "full", "start", device)
-        decision_s += final_s
     row = {"question": q.name, "condition": key.condition, "seed": 0, "scale": 0, "precision": None,
            "device": device, "metrics": {**{k: round(v, 4) for k, v in report.items()},
                                          **{f"decision.{k}": round(v, 4) for k, v in decision.items()},

@@ -645,3 +645,41 @@ def test_siblings_that_share_a_training_are_planned_to_score_only() -> None:
     assert p[("mpcl+soft", 14)].cpu_seconds == pytest.approx(325.0)
     assert p[("mpcl+soft α0.5", 14)].cpu_seconds == pytest.approx(25.0)
     assert p[("mpcl+soft+distill frozen-6", 14)].cpu_seconds == pytest.approx(325.0)  # freezing: its own training
+
+
+def test_a_final_row_scores_the_tables_its_report_and_full_sets_share_once(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    """A kit's full BUCC, MewsC-16 and xSIM tables are its report tables: a final row scores them on the full sets
+    only and copies their figures to the report figures; Tatoeba and STS, whose tables differ, are scored on both."""
+    from experiments import runner
+
+    q = load_question(REPO / "experiments" / "me5_recipes")
+    tables = {"report": {"eval_tatoeba": "r/t", "eval_bucc": "r/b", "eval_bucc_gold": "r/g", "eval_sts": "r/s",
+                         "eval_clustering": "r/c", "eval_parallel": "r/p"},
+              "full": {"eval_tatoeba": "f/t", "eval_bucc": "r/b", "eval_bucc_gold": "r/g", "eval_sts": "f/s",
+                       "eval_clustering": "r/c", "eval_parallel": "r/p"}}
+    monkeypatch.setattr(runner.kits, "tables", lambda kit, which, root=None: {k: Path(v) for k, v in
+                                                                               tables[which].items()})
+    asked: dict[str, tuple[str, ...]] = {}
+    value = {"full": 1.0, "report": 2.0}
+
+    def score(q, model, which, names, out, run, device):
+        asked[which] = names
+        got = {n: value[which] for n in names}
+        if any(n.startswith("tatoeba") for n in names):
+            got["tatoeba.deu"] = value[which]
+        return got, 10.0
+
+    monkeypatch.setattr(runner, "score", score)
+    report, final, seconds = runner.score_report_and_full(q, "m", q.evaluation.report, q.evaluation.final, tmp_path,
+                                                          "run", "cpu")
+    assert set(asked["full"]) == set(q.evaluation.final)
+    assert set(asked["report"]) == {"tatoeba_trained", "tatoeba_untrained", "sts17_mono", "sts17_cross"}
+    assert {k: report[k] for k in ("bucc_f1", "mewsc_accuracy", "xsim_error")} == dict.fromkeys(
+        ("bucc_f1", "mewsc_accuracy", "xsim_error"), 1.0)  # the full sets' figures
+    assert report["tatoeba_untrained"] == report["tatoeba.deu"] == report["sts17_mono"] == 2.0
+    assert set(report) == set(q.evaluation.report) | {"tatoeba.deu"} and seconds == 20.0
+    # a row that is not final scores the report sets alone, every figure
+    asked.clear()
+    report, final, _ = runner.score_report_and_full(q, "m", q.evaluation.report, (), tmp_path, "run", "cpu")
+    assert final == {} and set(asked) == {"report"} and set(asked["report"]) == set(q.evaluation.report)
