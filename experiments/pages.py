@@ -196,6 +196,7 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
         d = q.decision
         default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep,
                                                d.tolerance)
+        shown = [*d.figures, *(f for f in d.keep if f not in d.figures)]
         keep = (f" A condition whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the start's by more than "
                 f"{d.tolerance:g} points is out; when the incumbent is out, the best remaining candidate is the "
                 "default without the bar." if d.keep else "")
@@ -205,15 +206,19 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
                 f"`{d.incumbent}` only when ahead of it by max(2 standard errors, 0.1) over ≥ 3 paired seeds.{keep}",
                 "",
                 f"**Default: `{default}`** — {why}.", "",
-                "| condition | seeds | decision score |" + "".join(f" {_label(f)} − start |" for f in d.keep)
+                "Each figure as its mean over the seeds done minus the start's (↓: lower is better), so what a "
+                "candidate gains and what it gives up read side by side:", "",
+                "| condition | seeds | decision score |" + "".join(f" {_label(f)} − start |" for f in shown)
                 + (" keeps the start's quality |" if d.keep else ""),
-                "|---|---|---|" + "---|" * (len(d.keep) + (1 if d.keep else 0))]
+                "|---|---|---|" + "---|" * (len(shown) + (1 if d.keep else 0))]
         for c, sc in scores.items():
-            kepts = [verdicts.kept(rows, c, f, d.tolerance, d.scale) for f in d.keep]
+            deltas = {f: verdicts.kept(rows, c, f, d.tolerance, d.scale) for f in shown}
+            kepts = [deltas[f] for f in d.keep]
             outcome = ("pending" if any(k.outcome == "pending" for k in kepts)
                        else "no (out)" if any(k.outcome == "lost" for k in kepts) else "yes")
             out.append(f"| {c} | {len(sc)} | {_ms(list(sc.values()))} |"
-                       + "".join(f" {_num(k.delta, '+.2f')} |" for k in kepts) + (f" {outcome} |" if d.keep else ""))
+                       + "".join(f" {_num(deltas[f].delta, '+.2f')} |" for f in shown)
+                       + (f" {outcome} |" if d.keep else ""))
         out.append("")
     if q.checks:
         out += ["## Checked before a verdict is read", "", *[f"- {x}" for x in q.checks], ""]
