@@ -36,9 +36,12 @@ def _machine(row: dict[str, Any]) -> str:
     return "gpu" if str(row.get("device", "")).startswith("cuda") else "cpu"
 
 
+def _per_job(r: dict[str, Any], field: str) -> float:
+    return float(r.get(field) or 0) / max(1, int(r.get("concurrent_jobs") or 1))
+
+
 def _cost(row: dict[str, Any]) -> float:
-    wall = float(row.get("train_seconds") or 0) + float(row.get("eval_seconds") or 0)
-    return wall / max(1, int(row.get("concurrent_jobs") or 1))
+    return _per_job(row, "train_seconds") + _per_job(row, "eval_seconds")
 
 
 def _scored_on_report(row: dict[str, Any]) -> bool:
@@ -47,10 +50,6 @@ def _scored_on_report(row: dict[str, Any]) -> bool:
 
 def _steps(q: Question, condition: ConditionSpec, scale: int) -> int:
     return condition.steps * scale if condition.steps else q.scale(scale).steps
-
-
-def _per_job(r: dict[str, Any], field: str) -> float:
-    return float(r.get(field) or 0) / max(1, int(r.get("concurrent_jobs") or 1))
 
 
 def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int, machine: str, *,
@@ -64,7 +63,8 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
     report = not (spec.decision_only if spec is not None else False)
     on = [r for r in rows if r["scale"] == scale and _machine(r) == machine and r["condition"] != "start"]
     same = [r for r in on if r["condition"] == condition]
-    like = same or [r for r in on if _scored_on_report(r) == report]
+    scored_like = [r for r in on if _scored_on_report(r) == report]
+    like = same or scored_like
     if not like:
         s = q.scale(scale)
         return s.cpu_seconds if machine == "cpu" else s.gpu_seconds
@@ -76,7 +76,7 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
         return [_per_job(r, "train_seconds") / int(r["steps"]) for r in rs
                 if r.get("steps") and float(r.get("train_seconds") or 0) >= _TRAINED_SECONDS]
 
-    per_step = rates(same) or rates([r for r in on if _scored_on_report(r) == report])
+    per_step = rates(same) or rates(scored_like)
     steps = _steps(q, spec, scale) if spec is not None else q.scale(scale).steps
     return score + (statistics.median(per_step) * steps if per_step else 0.0)
 
@@ -115,18 +115,13 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
         else:
             tables = current if current is not None else dict(row.get("tables") or {})
             state = "done" if row.get("trained_hash") == trained_hash(q, c, seed, scale, tables) else "stale"
-        states.append((c, seed, scale, key, state))
+        states.append((c, scale, key, state, training_key(q, c, seed, scale, current or {})))
     # rows that differ only in interpolate_start train once (experiments/shared_training.py): the first to run
     # trains, unless a done sibling's training is kept for them; the others only score
-    trained: set[tuple[str, int, int]] = set()
-    for c, seed, scale, _, state in states:
-        if state == "done":
-            trained.add((training_key(q, c, seed, scale, current or {}), seed, scale))
-    for c, seed, scale, key, state in states:
-        group = (training_key(q, c, seed, scale, current or {}), seed, scale)
+    trained = {group for *_, state, group in states if state == "done"}
+    for c, scale, key, state, group in states:
         trains = state == "done" or group not in trained
-        if state != "done":
-            trained.add(group)
+        trained.add(group)
         out.append(PlannedRow(q.name, key, c, state, q.scale(scale).runs_on,
                               estimate(q, rows, c.name, scale, "cpu", trains=trains),
                               estimate(q, rows, c.name, scale, "gpu", trains=trains)))

@@ -111,12 +111,11 @@ def score_report_and_full(q: Question, model: str | Path, report: tuple[str, ...
     full sets first, then on the report sets only the figures whose tables differ (a kit's full BUCC, MewsC-16 and
     xSIM tables are its report tables: scored once, their figures copied)."""
     final, final_s = score(q, model, "full", full, out / "full", run, device) if full else ({}, 0.0)
-    if not final:
-        got, report_s = score(q, model, "report", report, out / "report", run, device)
-        return got, final, report_s + final_s
-    report_tables, full_tables = kits.tables(q.kit, "report"), kits.tables(q.kit, "full")
-    same = {family(n) for n in report if n in final
-            and all(report_tables.get(t) == full_tables.get(t) for t in tables_of(n))}
+    same: set[str] = set()
+    if final:
+        report_tables, full_tables = kits.tables(q.kit, "report"), kits.tables(q.kit, "full")
+        same = {family(n) for n in report if n in final
+                and all(report_tables.get(t) == full_tables.get(t) for t in tables_of(n))}
     got, report_s = score(q, model, "report", tuple(n for n in report if family(n) not in same),
                           out / "report", run, device)
     got.update({k: v for k, v in final.items() if family(k) in same})
