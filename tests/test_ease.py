@@ -181,6 +181,29 @@ def test_entity_projection_bias_true_is_the_former_head(corpus: dict[str, Path])
             assert not torch.allclose(head.linear(2 * e1), 2 * head.linear(e1))  # affine, not linear
 
 
+def test_the_head_readings_train_under_the_same_random_stream(corpus: dict[str, Path]) -> None:
+    """experiments/ease compares the head with and without a bias at the same seed: building the head must not draw
+    from the run's random stream (the bias's draw used to shift every later dropout mask, so the comparison measured
+    other masks as much as the head). Both builds leave the global generator where it was, draw the same W, and the
+    SimCSE views of the first step are the same bits."""
+    student = _encoder(corpus, dropout=0.1)
+    states, heads, views = [], [], []
+    for bias in (False, True):
+        torch.manual_seed(7)
+        component = _component(corpus, student, entity_projection_bias=bias)
+        states.append(torch.get_rng_state())
+        heads.append(component.modules["entities"])
+        with torch.no_grad():
+            views.append(student(["a short sentence", "another one"]))
+    torch.manual_seed(7)
+    assert torch.equal(states[0], states[1]) and torch.equal(states[0], torch.get_rng_state())
+    torch.testing.assert_close(heads[0].linear.weight, heads[1].linear.weight, rtol=0, atol=0)
+    torch.testing.assert_close(views[0], views[1], rtol=0, atol=0)
+    other = _component(corpus, student, entity_projection_bias=False)
+    # W is drawn from the run's seed, not from wherever its stream stands
+    assert torch.equal(other.modules["entities"].linear.weight, heads[0].linear.weight)
+
+
 def test_entity_head_bias_follows_nonlinear_unless_given() -> None:
     """``EntityHead`` itself: ``bias=None`` (its default) is no bias for the paper's linear W and a bias for the code's
     Linear + tanh; an explicit bool wins (the objective always passes ``entity_projection_bias``)."""
@@ -363,6 +386,46 @@ def test_ease_trains_under_grad_cache_like_the_direct_loss(tmp_path: Path, corpu
         losses[cache] = pq.read_table(out / "train_steps.parquet").column("loss").to_pylist()
     assert len(losses[None]) == 4 and losses[None][0] != losses[None][-1]
     np.testing.assert_allclose(losses[3], losses[None], rtol=1e-4)
+
+
+def test_the_papers_entity_term_is_bounded_near_chance_and_barely_moves_the_embeddings() -> None:
+    """Why ``ease+simcse`` ties ``simcse`` at ×1 (experiments/ease): τ_e = 10 *divides* the cosine, so every entity
+    logit lies in [−0.1, 0.1] and L_e of 2N candidates cannot leave [ln(1 + (2N−1)e^{−0.2}), ln(1 + (2N−1)e^{0.2})]:
+    λ·L_e moves the total loss by at most ±0.002 around λ·ln 2N, and its gradient into the sentence embeddings is
+    orders of magnitude below the SimCSE term's. Optimising the sentences against the entity term alone stays above
+    the floor; with a temperature that multiplies (1/τ_e) the same term falls towards 0."""
+    torch.manual_seed(0)
+    n, d, tau, lam = 32, 64, 10.0, 0.01
+    entities, negatives = torch.randn(n, d), torch.randn(n, d)
+    floor = math.log(1 + (2 * n - 1) * math.exp(-2 / tau))
+    ceiling = math.log(1 + (2 * n - 1) * math.exp(2 / tau))
+    z = torch.randn(n, d, requires_grad=True)
+    opt = torch.optim.Adam([z], lr=0.05)
+    for _ in range(300):
+        opt.zero_grad()
+        loss = ease_entity_loss(z, entities, negatives, tau)
+        loss.backward()
+        opt.step()
+    best = ease_entity_loss(z, entities, negatives, tau).item()
+    assert floor - 1e-6 <= best < math.log(2 * n) < ceiling
+    assert lam * (math.log(2 * n) - floor) < 0.002 and lam * (ceiling - math.log(2 * n)) < 0.002
+    sharp = torch.randn(n, d, requires_grad=True)
+    opt = torch.optim.Adam([sharp], lr=0.05)
+    for _ in range(300):
+        opt.zero_grad()
+        ease_entity_loss(sharp, entities, negatives, 1 / tau).backward()
+        opt.step()
+    assert ease_entity_loss(sharp, entities, negatives, 1 / tau).item() < 0.05
+    # the gradients at a SimCSE loss like the ×1 runs' (0.1–0.8): the entity term's is < 0.1 % of the SimCSE term's
+    base = torch.randn(n, d)
+    z1 = (base + 1.2 * torch.randn(n, d)).requires_grad_()
+    z2 = base + 1.2 * torch.randn(n, d)
+    full = ease_loss(z1, z2, entities, negatives)
+    alone = ease_loss(z1, z2, entities, negatives, entity_weight=0.0)
+    g_full, = torch.autograd.grad(full, z1)
+    g_alone, = torch.autograd.grad(alone, z1)
+    assert 0.1 < alone.item() < 0.8
+    assert 0 < (g_full - g_alone).norm().item() < 0.001 * g_alone.norm().item()
 
 
 # ---------------------------------------------------------------------------------------------- the experiment

@@ -149,8 +149,10 @@ class EaseComponent(Component, builds=EaseObjective):
                            batches),
             DuplicateTally(log, name, "entity term", "same-entity", o.duplicate_negatives, self.data.entity,
                            self.plan, batches))
+        # the head's own draw (init_seed): building it, with or without a bias, leaves the run's random stream as it
+        # was, so the readings of the head train under the same dropout masks and batches
         head = EntityHead.from_vectors(self.data.vectors, student.dim, nonlinear=o.nonlinear, seed=o.seed,
-                                       bias=o.entity_projection_bias)
+                                       bias=o.entity_projection_bias, init_seed=settings.seed + stream)
         self.modules["entities"] = head.to(device)
 
     def batch(self, step: int) -> StepBatch:

@@ -58,7 +58,7 @@ class EntityHead(nn.Module):
 
     @classmethod
     def from_vectors(cls, vectors: np.ndarray, hidden_size: int, nonlinear: bool = False, seed: int = 0,
-                     bias: bool | None = None) -> EntityHead:
+                     bias: bool | None = None, init_seed: int | None = None) -> EntityHead:
         """A head whose entity table starts from pre-trained vectors (Wikipedia2Vec), as EASE's ``main.py`` does.
 
         Args:
@@ -66,9 +66,13 @@ class EntityHead(nn.Module):
                 Wikipedia2Vec, drawn from U(−0.05, 0.05) with ``torch.Generator().manual_seed(seed)``.
             hidden_size: output width.
             nonlinear: tanh after the linear map (the code); False (default) is the paper's linear W.
-            seed: seed of the missing rows' draw (the linear layer keeps PyTorch's default initialisation).
+            seed: seed of the missing rows' draw.
             bias: a bias after W (the code's ``nn.Linear``); False: the paper's matrix; None (default) follows
                 ``nonlinear`` (``EntityHead``).
+            init_seed: the linear layer keeps PyTorch's default initialisation; with ``init_seed`` it is drawn from
+                the global CPU generator seeded with it inside ``torch.random.fork_rng``, so building the head leaves
+                the caller's random stream (dropout masks, batch order) as it was: a head with a bias and one without
+                then train under the same masks, and W is the same draw in both. None: from the caller's stream.
 
         Returns:
             An ``EntityHead`` with ``num_entities = n`` (float32 parameters; row 0 zeros).
@@ -85,7 +89,12 @@ class EntityHead(nn.Module):
             raise ValueError(f"vectors row {int(np.flatnonzero(partial)[0])} is partly NaN; a missing entity must be "
                              "an all-NaN row")
         n, dim = vectors.shape
-        head = cls(n, dim, hidden_size, nonlinear, bias)
+        if init_seed is None:
+            head = cls(n, dim, hidden_size, nonlinear, bias)
+        else:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(init_seed)
+                head = cls(n, dim, hidden_size, nonlinear, bias)
         table = torch.zeros(n + 1, dim, dtype=torch.float32)
         present = torch.from_numpy(~missing)
         table[1:][present] = torch.from_numpy(vectors[~missing].astype(np.float32))
