@@ -168,13 +168,16 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
                 "**ahead** / **behind** when beyond max(2 standard errors, 0.1 points), else **tied**; the claim "
                 "**holds** when A is ahead on a majority of the figures and behind on none, **does not hold** when A "
                 "is behind on one or more and ahead on fewer than a majority, else **inconclusive**; fewer than 3 "
-                "paired seeds: **pending**.", ""]
+                "paired seeds: **pending**."
+                + (" A claim that A is *at least* B **holds** when A is behind on none of its figures (ties count), "
+                   "else **does not hold**." if any(c.rule == "at_least" for c in q.comparisons) else ""), ""]
         for c in q.comparisons:
             diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale),
                                      f) for f in c.figures]
-            verdict = verdicts.claim_verdict(diffs)
+            verdict = verdicts.claim_verdict(diffs, c.rule)
+            rule = " (rule: A at least B)" if c.rule == "at_least" else ""
             out += [f"### {c.claim} (×{c.scale}): **{verdict}**", "",
-                    f"A = `{c.a}`, B = `{c.b}`", "", "| figure | A | B | A − B | bar | seeds | outcome |",
+                    f"A = `{c.a}`, B = `{c.b}`{rule}", "", "| figure | A | B | A − B | bar | seeds | outcome |",
                     "|---|---|---|---|---|---|---|"]
             out += [f"| {_label(d.figure)} | {_num(d.mean_a)} | {_num(d.mean_b)} | {_num(d.delta, '+.2f')} | "
                     f"{_num(d.bar)} | {d.n} | {d.outcome} |" for d in diffs]
@@ -241,7 +244,7 @@ def headline(items: Sequence[tuple[Question, Sequence[dict[str, Any]], Sequence[
         for c in q.comparisons:
             diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale),
                                      f) for f in c.figures]
-            lines.append(f"| {link} | {c.claim} (×{c.scale}) | {verdicts.claim_verdict(diffs)} | "
+            lines.append(f"| {link} | {c.claim} (×{c.scale}) | {verdicts.claim_verdict(diffs, c.rule)} | "
                          f"{done} / {len(planned)} |")
         for k in q.keeps:
             kepts = [verdicts.kept(rows, k.condition, f, k.tolerance, k.scale) for f in k.figures]

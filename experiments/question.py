@@ -14,9 +14,9 @@ validated by the same code that trains it. What a question holds:
 - ``conditions``: name, objectives, the seeds and scales it runs at;
 - ``evaluation``: the figures (``experiments.figures``) on the ``report`` sets, and on the ``decision`` sets when a
   rule selects among conditions;
-- ``comparisons`` (claims: A beats B on these figures), ``keeps`` (claims: a condition stays within a tolerance of the
-  start on these figures) and ``decision`` (a search: which condition becomes the default), whose rules
-  ``experiments.verdicts`` applies and each ``RESULTS.md`` states.
+- ``comparisons`` (claims: A beats B, or A is at least B, on these figures), ``keeps`` (claims: a condition stays
+  within a tolerance of the start on these figures) and ``decision`` (a search: which condition becomes the
+  default), whose rules ``experiments.verdicts`` applies and each ``RESULTS.md`` states.
 """
 
 from __future__ import annotations
@@ -95,13 +95,15 @@ class EvaluationSpec:
 
 @dataclass(frozen=True)
 class ComparisonSpec:
-    """A claim: ``a`` beats ``b`` on ``figures`` (the rule in ``experiments.verdicts``)."""
+    """A claim: ``a`` beats ``b`` on ``figures`` (``rule: beats``, the default), or ``a`` is at least ``b`` on them
+    (``rule: at_least``: behind on none); the rules are in ``experiments.verdicts``."""
 
     claim: str
     a: str
     b: str
     figures: tuple[str, ...]
     scale: AtLeastOne = 1
+    rule: Literal["beats", "at_least"] = "beats"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ only: a seed's runs share their batches and initial weights), with *higher is be
 **ahead** when d > max(2·se, 0.1 points), **behind** when d < −max(2·se, 0.1), otherwise **tied**. The claim
 **holds** when A is ahead on a majority of the figures and behind on none; it **does not hold** when A is behind on
 at least one figure and ahead on fewer than a majority; otherwise (ties only, or ahead on some and behind on none
-short of a majority) it is **inconclusive**. Fewer than 3 paired seeds: **pending**.
+short of a majority) it is **inconclusive**. Fewer than 3 paired seeds: **pending**. A claim that A is *at least* B
+(``rule: at_least``, e.g. the paper's "VMSST ≥ CONTRASTIVE on STS") **holds** when A is behind on none of its figures
+(ties count) and **does not hold** when it is behind on one.
 
 **Keep** (``keeps``: a condition keeps the start's quality). Per figure, the condition's mean over its seeds against
 the start's value (one deterministic row), sign-adjusted: **kept** when not below it by more than ``tolerance``
@@ -68,11 +70,16 @@ def paired(a: dict[int, float], b: dict[int, float], figure: str) -> Difference:
     return Difference(figure, len(seeds), mean_a, mean_b, d, bar, outcome)
 
 
-def claim_verdict(diffs: Sequence[Difference]) -> str:
+def claim_verdict(diffs: Sequence[Difference], rule: str = "beats") -> str:
+    """The **Claim** rule over one comparison's figures; ``rule``: ``beats`` (A beats B) or ``at_least`` (A ≥ B)."""
+    if rule not in ("beats", "at_least"):
+        raise ValueError(f"rule must be 'beats' or 'at_least', got {rule!r}")
     if not diffs or any(d.outcome == "pending" for d in diffs):
         return "pending"
     ahead = sum(d.outcome == "ahead" for d in diffs)
     behind = sum(d.outcome == "behind" for d in diffs)
+    if rule == "at_least":
+        return "does not hold" if behind else "holds"
     majority = len(diffs) // 2 + 1
     if ahead >= majority and behind == 0:
         return "holds"

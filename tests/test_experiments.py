@@ -137,6 +137,26 @@ def test_claim_verdicts() -> None:
     assert verdicts.claim_verdict([d("behind"), d("tied"), d("tied"), d("tied")]) == "does not hold"
     assert verdicts.claim_verdict([d("tied")] * 4) == "inconclusive"
     assert verdicts.claim_verdict([d("ahead"), d("pending")]) == "pending"
+    # "A is at least B" (rule: at_least): ties count, one figure behind refutes it
+    assert verdicts.claim_verdict([d("tied")] * 4, "at_least") == "holds"
+    assert verdicts.claim_verdict([d("ahead"), d("tied")], "at_least") == "holds"
+    assert verdicts.claim_verdict([d("ahead"), d("ahead"), d("behind")], "at_least") == "does not hold"
+    assert verdicts.claim_verdict([d("tied"), d("pending")], "at_least") == "pending"
+    with pytest.raises(ValueError, match="rule must be"):
+        verdicts.claim_verdict([d("tied")], "not_worse")
+
+
+def test_the_at_least_claims_of_the_questions_read_and_render_their_rule() -> None:
+    """The papers' "VMSST ≥ CONTRASTIVE on STS" is an at-least claim in both VMSST questions, and its page says so."""
+    from experiments.question import load_question
+
+    for name in ("vmsst_pretrained", "vmsst_random_init"):
+        q = load_question(name)
+        (c,) = [c for c in q.comparisons if c.claim == "VMSST is at least CONTRASTIVE on STS"]
+        assert c.rule == "at_least"
+        assert all(o.rule == "beats" for o in q.comparisons if o is not c)
+        page = (REPO / "experiments" / name / "RESULTS.md").read_text(encoding="utf-8")  # generated: tested above
+        assert "(rule: A at least B)" in page and "A claim that A is *at least* B" in page
 
 
 def test_the_decision_keeps_the_incumbent_unless_a_candidate_is_ahead_by_the_bar() -> None:
