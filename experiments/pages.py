@@ -17,7 +17,7 @@ from experiments import verdicts
 from experiments.figures import higher_is_better
 from experiments.ledger import row_key
 from experiments.plan import PlannedRow, format_seconds
-from experiments.question import Question
+from experiments.question import ComparisonSpec, Question
 
 
 def _own_steps(q: Question, scale: int) -> str:
@@ -161,6 +161,13 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _compared(c: ComparisonSpec, rows: Sequence[dict[str, Any]]) -> tuple[list[verdicts.Difference], str]:
+    """A comparison's seed-paired differences per figure and its verdict by its rule (the page and the headline)."""
+    diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale), f)
+             for f in c.figures]
+    return diffs, verdicts.claim_verdict(diffs, c.rule)
+
+
 def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     if q.comparisons:
@@ -172,9 +179,7 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
                 + (" A claim that A is *at least* B **holds** when A is behind on none of its figures (ties count), "
                    "else **does not hold**." if any(c.rule == "at_least" for c in q.comparisons) else ""), ""]
         for c in q.comparisons:
-            diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale),
-                                     f) for f in c.figures]
-            verdict = verdicts.claim_verdict(diffs, c.rule)
+            diffs, verdict = _compared(c, rows)
             rule = " (rule: A at least B)" if c.rule == "at_least" else ""
             out += [f"### {c.claim} (×{c.scale}): **{verdict}**", "",
                     f"A = `{c.a}`, B = `{c.b}`{rule}", "", "| figure | A | B | A − B | bar | seeds | outcome |",
@@ -242,10 +247,7 @@ def headline(items: Sequence[tuple[Question, Sequence[dict[str, Any]], Sequence[
         rows = [r for r in rows if row_key(r) not in stale]
         link = f"[{q.name}](experiments/{q.name}/RESULTS.md)"
         for c in q.comparisons:
-            diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale),
-                                     f) for f in c.figures]
-            lines.append(f"| {link} | {c.claim} (×{c.scale}) | {verdicts.claim_verdict(diffs, c.rule)} | "
-                         f"{done} / {len(planned)} |")
+            lines.append(f"| {link} | {c.claim} (×{c.scale}) | {_compared(c, rows)[1]} | {done} / {len(planned)} |")
         for k in q.keeps:
             kepts = [verdicts.kept(rows, k.condition, f, k.tolerance, k.scale) for f in k.figures]
             lines.append(f"| {link} | {k.claim} (×{k.scale}) | {verdicts.keep_verdict(kepts)} | "

@@ -89,12 +89,10 @@ class EntityHead(nn.Module):
             raise ValueError(f"vectors row {int(np.flatnonzero(partial)[0])} is partly NaN; a missing entity must be "
                              "an all-NaN row")
         n, dim = vectors.shape
-        if init_seed is None:
-            head = cls(n, dim, hidden_size, nonlinear, bias)
-        else:
-            with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[], enabled=init_seed is not None):
+            if init_seed is not None:
                 torch.manual_seed(init_seed)
-                head = cls(n, dim, hidden_size, nonlinear, bias)
+            head = cls(n, dim, hidden_size, nonlinear, bias)
         table = torch.zeros(n + 1, dim, dtype=torch.float32)
         present = torch.from_numpy(~missing)
         table[1:][present] = torch.from_numpy(vectors[~missing].astype(np.float32))
