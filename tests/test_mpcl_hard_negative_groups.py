@@ -170,7 +170,7 @@ def test_all_needs_one_process_and_unknown_values_fail(groups_table: Path, monke
 # ------------------------------------------------------------------------------------- scaling: row_detached
 def test_scaling_readings_are_the_documented_ones() -> None:
     assert {"none", "row", "row_detached"} <= set(MPCL_SCALINGS)
-    assert MpclObjective().scaling == "none"
+    assert MpclObjective().scaling == "row_detached"  # experiments/mpcl_scaling/RESULTS.md's decision
     doc = mpcl.__doc__ or ""
     for reading in ("none", "row", "row_detached"):
         assert f'    "{reading}" ' in doc
@@ -207,3 +207,24 @@ def test_row_detached_gradient_treats_min_and_max_as_constants() -> None:
         mpcl_loss(torch.tensor(e0), g, tau, scaling="row_detached").item(), rel=1e-12)
     torch.testing.assert_close(grads["row_detached"], grads["hand"], rtol=1e-10, atol=1e-12)
     assert (grads["row"] - grads["row_detached"]).norm() > 1e-3 * grads["row_detached"].norm()
+
+
+def test_the_objectives_defaults_are_the_scaling_questions_decision() -> None:
+    """``MpclObjective``'s scaling, temperature and anchors are the condition that ``experiments/mpcl_scaling``'s
+    decision chose from its committed ledger (a changed ledger or default that disagree fail here)."""
+    from experiments import verdicts
+    from experiments.ledger import read_rows
+    from experiments.question import load_question
+
+    q = load_question("mpcl_scaling")
+    d = q.decision
+    assert d is not None
+    chosen, why, _ = verdicts.decide(read_rows(q.results), d.incumbent, d.candidates, d.figures, d.scale, d.keep,
+                                     d.tolerance)
+    assert not why.startswith("pending"), why
+    spec = next(c for c in q.conditions if c.name == chosen)
+    (settings,) = spec.objectives
+    default = MpclObjective()
+    assert (default.scaling, default.temperature, default.anchors) == (
+        settings.scaling, settings.temperature, settings.anchors), (chosen, why)
+    assert mpcl.mpcl_loss.__defaults__[:3] == (default.temperature, default.positives, default.scaling)
