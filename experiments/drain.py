@@ -3,15 +3,19 @@ what it returns into the ledger here.
 
 On the GPU machine (a copy of this working tree; torch, transformers, numpy, pyarrow, pyyaml; no polars, duckdb or
 Prefect; the kits carried under ``data/experiments/kits``), ``python -m experiments gpu-drain --out $OUT`` runs the
-pending rows whose scale says ``runs_on: gpu`` as separate processes, ``--workers`` at a time on the one GPU (a model
-of multilingual-e5-small's size leaves most of an H100 idle), smallest estimate first, so that a call ends with as
-many finished rows as it can hold. A row's estimate (``experiments.plan``) is its share of the machine when rows run
-``--workers`` at a time, so its expected wall time is the estimate × the workers: the drain starts no row whose
-expected wall time would pass ``--deadline`` seconds, and stops those still running at the deadline (their rows are
-lost, not half-written). The start model is converted once, before any row starts (``experiments.kits.start_model``
-also holds a lock for the rows that would otherwise race to convert it). Every finished row is added to
-``$OUT/rows.jsonl`` at once (the file is rewritten whole under a temporary name), so whatever the machine returns
-holds only complete rows; the log is ``$OUT/drain.log``. Two files: the machine hands back at most eight.
+pending rows whose scale says ``runs_on: gpu`` as separate processes, ``--workers`` at a time on the one GPU (a model of
+multilingual-e5-small's size leaves most of an H100 idle), smallest estimate first, so that a call ends with as many
+finished rows as it can hold. A row's estimate (``experiments.plan``) is its share of the machine when rows run
+``--workers`` at a time, so its expected wall time is the estimate × the workers: the drain starts no row whose expected
+wall time would pass ``--deadline`` seconds, and stops those still running at the deadline (their rows are lost, not
+half-written). Estimates of rows never run on a GPU come from the scale's stated guess and can be far off (the first
+H200 drain: ×1 rows expected at 512 s took 41–53 s), so once :data:`CALIBRATE_AFTER` rows have finished the drain scales
+every expectation by the median ratio of their wall times to their expectations (:func:`calibration`), and a row that
+did not fit is tried again whenever a row finishes. The start model is converted once, before any row starts
+(``experiments.kits.start_model`` also holds a lock for the rows that would otherwise race to convert it). Every
+finished row is added to ``$OUT/rows.jsonl`` at once (the file is rewritten whole under a temporary name), so whatever
+the machine returns holds only complete rows; the log is ``$OUT/drain.log``. Two files: the machine hands back at most
+eight.
 
 Here, ``python -m experiments merge DIR_OR_FILE`` writes each returned row into its question's ledger (one atomic file
 each), and refuses a row of an unknown question or a malformed one, naming the line.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +39,8 @@ from experiments.paths import REPO, RUNS
 from experiments.plan import PlannedRow, plan
 from experiments.question import load_question, questions
 
+CALIBRATE_AFTER = 3  # finished rows before their wall times rescale the expectations of the rows not started
+CALIBRATION_RANGE = (0.05, 4.0)  # the ratio is clipped to this range: one odd row cannot start everything at once
 DEFAULT_DEADLINE = 560.0  # seconds: inside the device tool's 600 s command limit, with room to copy $OUT back
 # (the CLI's --deadline default; tests/test_experiments.py checks that the two agree)
 
@@ -47,6 +54,17 @@ def pending_gpu_rows(names: list[str] | None = None, *, include_cpu: bool = Fals
         out += [p for p in plan(q) if p.state != "done" and p.key.condition != "start" and
                 (p.runs_on == "gpu" or include_cpu)]
     return sorted(out, key=lambda p: (p.gpu_seconds or 0, p.question, p.key.seed))
+
+
+def calibration(finished: list[tuple[float, float]]) -> float:
+    """The factor by which this machine's wall times differ from the estimates: the median of actual / expected over
+    the rows finished so far (``(actual_seconds, expected_seconds)``, rows without an estimate left out), clipped to
+    :data:`CALIBRATION_RANGE`; 1 until :data:`CALIBRATE_AFTER` rows have finished."""
+    ratios = [actual / expected for actual, expected in finished if expected > 0]
+    if len(ratios) < CALIBRATE_AFTER:
+        return 1.0
+    lo, hi = CALIBRATION_RANGE
+    return min(hi, max(lo, statistics.median(ratios)))
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -86,7 +104,12 @@ def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, na
     t0 = time.perf_counter()
     running: list[tuple[subprocess.Popen, PlannedRow, float, Path]] = []
     rows: list[dict[str, Any]] = []
-    while todo or running:
+    finished: list[tuple[float, float]] = []  # (wall seconds, expected wall seconds) of the rows that gave a row
+
+    def expected(p: PlannedRow) -> float | None:
+        return None if p.gpu_seconds is None else p.gpu_seconds * workers
+
+    while True:
         for proc, p, started, folder in list(running):
             if proc.poll() is None:
                 if time.perf_counter() - t0 > deadline:
@@ -100,18 +123,21 @@ def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, na
             if proc.returncode == 0 and got:
                 rows += got
                 _write_jsonl(out / "rows.jsonl", rows)
-                say(f"finished {p.question} {p.key} in {time.perf_counter() - started:.0f} s")
+                wall = time.perf_counter() - started
+                finished.append((wall, expected(p) or 0.0))
+                say(f"finished {p.question} {p.key} in {wall:.0f} s")
             elif proc.returncode is not None and proc.returncode != -9:
                 say(f"FAILED {p.question} {p.key} (rc {proc.returncode}); its log: "
                     f"{(folder / 'log.txt').read_text(encoding='utf-8')[-3000:]}")
-        while todo and len(running) < workers:
-            p = todo.pop(0)
-            left = deadline - (time.perf_counter() - t0)
-            wall = None if p.gpu_seconds is None else p.gpu_seconds * workers
-            if wall is not None and wall > left:
-                say(f"not started (expected {wall:.0f} s at {workers} at once > {left:.0f} s left): "
-                    f"{p.question} {p.key}")
-                continue
+        left = deadline - (time.perf_counter() - t0)
+        factor = calibration(finished)
+        for p in list(todo):
+            if len(running) >= workers:
+                break
+            wall = expected(p)
+            if wall is not None and wall * factor > left:
+                continue  # kept: a later calibration may fit it
+            todo.remove(p)
             folder = scratch / f"job{len(rows)}-{len(todo)}"
             folder.mkdir(parents=True)
             cmd = [sys.executable, "-m", "experiments", "run-row", p.question, p.key.condition, str(p.key.seed),
@@ -120,8 +146,17 @@ def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, na
             fh = (folder / "log.txt").open("w", encoding="utf-8")
             running.append((subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO), p,
                             time.perf_counter(), folder))
-            say(f"started {p.question} {p.key}")
+            say(f"started {p.question} {p.key}" + (f" (expected {wall * factor:.0f} s: estimate × {factor:.2f}, "
+                                                  "this machine's measured ratio)" if factor != 1.0 and wall else ""))
+        if not running:
+            break
         time.sleep(0.5)
+    left = deadline - (time.perf_counter() - t0)
+    factor = calibration(finished)
+    for p in todo:
+        wall = (expected(p) or 0.0) * factor
+        say(f"not started (expected {wall:.0f} s at {workers} at once > {left:.0f} s left"
+            + (f", estimate × {factor:.2f}" if factor != 1.0 else "") + f"): {p.question} {p.key}")
     say(f"drain: {len(rows)} rows in {time.perf_counter() - t0:.0f} s → {out / 'rows.jsonl'}")
     return rows
 

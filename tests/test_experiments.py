@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -456,6 +457,59 @@ def test_the_drain_starts_no_row_whose_wall_time_at_its_concurrency_would_pass_t
     from experiments.drain import DEFAULT_DEADLINE
 
     assert build_parser().parse_args(["gpu-drain", "--out", "x"]).deadline == DEFAULT_DEADLINE
+
+
+def test_the_drains_calibration_is_the_median_ratio_once_enough_rows_finished() -> None:
+    from experiments.drain import CALIBRATE_AFTER, CALIBRATION_RANGE, calibration
+
+    assert calibration([(50.0, 512.0)] * (CALIBRATE_AFTER - 1)) == 1.0  # too few rows: the estimates as they are
+    assert calibration([(50.0, 500.0), (40.0, 500.0), (300.0, 500.0)]) == pytest.approx(0.1)  # the median, not mean
+    assert calibration([(1.0, 500.0)] * 3) == CALIBRATION_RANGE[0]
+    assert calibration([(900.0, 100.0)] * 3) == CALIBRATION_RANGE[1]
+    assert calibration([(5.0, 0.0)] * 5) == 1.0  # rows without an estimate say nothing
+
+
+def test_a_drain_starts_a_row_that_did_not_fit_once_finished_rows_show_the_estimates_too_high(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """Three 10 s rows (20 s wall at 2 at once) finish in well under a second; the 100 s row (200 s expected) does not
+    fit a 60 s deadline by its estimate, but does once the finished rows' ratio scales it, so it starts and finishes.
+    The processes are stand-ins that write their row at once: the loop, not the training, is under test."""
+    from experiments import drain
+    from experiments.ledger import RowKey
+    from experiments.plan import PlannedRow
+    from experiments.question import ConditionSpec
+
+    spec = ConditionSpec(name="c", objectives=())
+    todo = [PlannedRow("tiny", RowKey("c", seed, 1), spec, "pending", "gpu", None, seconds)
+            for seed, seconds in ((1, 10.0), (2, 10.0), (3, 10.0), (4, 100.0))]
+    monkeypatch.setattr(drain, "pending_gpu_rows", lambda names, include_cpu=False: list(todo))
+    monkeypatch.setattr(drain, "load_question", lambda name: SimpleNamespace(start=None))  # no start to convert
+
+    class Done:
+        def __init__(self, cmd: list[str], **_: object) -> None:
+            question, condition, seed, scale = cmd[cmd.index("run-row") + 1:cmd.index("run-row") + 5]
+            write_row(Path(cmd[cmd.index("--results") + 1]), {"question": question, "condition": condition,
+                                                            "seed": int(seed), "scale": int(scale), "metrics": {}})
+            self.returncode = 0
+
+        def poll(self) -> int:
+            return 0
+
+        def kill(self) -> None:
+            pass
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(drain.subprocess, "Popen", Done)
+    rows = drain.drain(tmp_path / "out", deadline=60, workers=2, names=["tiny"])
+    assert sorted(r["seed"] for r in rows) == [1, 2, 3, 4]
+    log = (tmp_path / "out" / "drain.log").read_text()
+    assert "started tiny c seed 4 ×1 (expected 10 s: estimate × 0.05" in log and "not started" not in log
+    monkeypatch.setattr(drain, "CALIBRATE_AFTER", 99)  # without the calibration the 100 s row never fits
+    rows = drain.drain(tmp_path / "out2", deadline=60, workers=2, names=["tiny"])
+    assert sorted(r["seed"] for r in rows) == [1, 2, 3]
+    assert "not started (expected 200 s at 2 at once > " in (tmp_path / "out2" / "drain.log").read_text()
 
 
 def _packed_kit(tmp_path: Path, packed: bytes) -> Path:
