@@ -143,9 +143,10 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
     if stale_rows:
         lines += ["## Stale rows", "", "In the ledger, but trained or scored otherwise than the question now asks (its "
                   "settings, corpora or decision and full sets changed): not used above, replaced when they run "
-                  "again.", "", "| row | commit | finished |", "|---|---|---|"]
-        lines += [f"| {row_key(r)} | {str(r.get('commit', ''))[:12]} | {r.get('finished_at', '')} |"
-                  for r in sorted(stale_rows, key=lambda r: (str(row_key(r)),))]
+                  "again.", "", "| row | why | commit | finished |", "|---|---|---|---|"]
+        why = {p.key: p.why for p in planned}
+        lines += [f"| {row_key(r)} | {why.get(row_key(r)) or '—'} | {str(r.get('commit', ''))[:12]} | "
+                  f"{r.get('finished_at', '')} |" for r in sorted(stale_rows, key=lambda r: (str(row_key(r)),))]
         lines.append("")
     if todo:
         lines += ["## Pending", "", "| state | runs on | row | estimate |", "|---|---|---|---|"]

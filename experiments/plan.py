@@ -30,6 +30,7 @@ class PlannedRow:
     runs_on: str  # cpu | gpu: where the question's scale says the row runs
     cpu_seconds: float | None
     gpu_seconds: float | None
+    why: str = ""  # a stale row: what changed (stale_reason)
 
 
 def _machine(row: dict[str, Any]) -> str:
@@ -105,27 +106,48 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
         row = done.get(key)
         state = "pending" if row is None else ("done" if row.get("trained_hash") == start_hash(q) and
                                                need <= set(row["metrics"]) else "stale")
-        out.append(PlannedRow(q.name, key, start, state, "cpu", statistics.median(ev) if ev else 300.0, None))
+        why = "" if state != "stale" else ("a figure the question now reports is missing" if
+                                           row.get("trained_hash") == start_hash(q) else
+                                           "the start, the kit or the scoring sets changed")
+        out.append(PlannedRow(q.name, key, start, state, "cpu", statistics.median(ev) if ev else 300.0, None, why))
     states = []
     for c, seed, scale in q.planned():
         key = RowKey(c.name, seed, scale)
         row = done.get(key)
+        why = ""
         if row is None:
             state = "pending"
         else:
             tables = current if current is not None else dict(row.get("tables") or {})
             state = "done" if row.get("trained_hash") == trained_hash(q, c, seed, scale, tables) else "stale"
-        states.append((c, scale, key, state, training_key(q, c, seed, scale, current or {})))
+            if state == "stale":
+                why = stale_reason(q, c, row, current)
+        states.append((c, scale, key, state, training_key(q, c, seed, scale, current or {}), why))
     # rows that differ only in interpolate_start train once (experiments/shared_training.py): the first to run
     # trains, unless a done sibling's training is kept for them; the others only score
-    trained = {group for *_, state, group in states if state == "done"}
-    for c, scale, key, state, group in states:
+    trained = {group for *_, state, group, _ in states if state == "done"}
+    for c, scale, key, state, group, why in states:
         trains = state == "done" or group not in trained
         trained.add(group)
         out.append(PlannedRow(q.name, key, c, state, q.scale(scale).runs_on,
                               estimate(q, rows, c.name, scale, "cpu", trains=trains),
-                              estimate(q, rows, c.name, scale, "gpu", trains=trains)))
+                              estimate(q, rows, c.name, scale, "gpu", trains=trains), why))
     return out
+
+
+def stale_reason(q: Question, c: ConditionSpec, row: dict[str, Any], current: dict[str, str] | None) -> str:
+    """Why a trained row is stale: the kit's tables it read were rebuilt with other bytes (the row's own hash still
+    matches its recorded tables), or the question now trains or scores it otherwise. Rebuilt tables are the case of
+    a kit prepared on another machine whose trained tables (Wikipedia2Vec vectors) round differently."""
+    from experiments.row_hash import trained_hash
+
+    recorded = dict(row.get("tables") or {})
+    if current is not None and recorded and row.get("trained_hash") == trained_hash(
+            q, c, int(row["seed"]), int(row["scale"]), recorded):
+        changed = sorted(k for k, v in recorded.items() if current.get(k) != v)
+        return "the kit's " + ", ".join(changed) + (" was" if len(changed) == 1 else " were") + \
+            " rebuilt with other bytes"
+    return "its training settings or scoring sets changed"
 
 
 def format_seconds(s: float | None) -> str:
@@ -144,5 +166,5 @@ def status_lines(q: Question, planned: list[PlannedRow]) -> list[str]:
     lines.append(f"  {'state':<7} {'runs on':<7} {'row':<44} {'CPU (2 cores)':>13} {'GPU':>7}")
     for p in planned:
         lines.append(f"  {p.state:<7} {p.runs_on:<7} {p.key!s:<44} {format_seconds(p.cpu_seconds):>13} "
-                     f"{format_seconds(p.gpu_seconds):>7}")
+                     f"{format_seconds(p.gpu_seconds):>7}" + (f"  ({p.why})" if p.why else ""))
     return lines

@@ -459,6 +459,24 @@ def test_the_drain_starts_no_row_whose_wall_time_at_its_concurrency_would_pass_t
     assert build_parser().parse_args(["gpu-drain", "--out", "x"]).deadline == DEFAULT_DEADLINE
 
 
+def test_a_stale_row_says_whether_the_kit_was_rebuilt_or_the_question_changed() -> None:
+    """A row's hash over the tables it recorded still matching means only the kit's bytes moved (a kit prepared on
+    another machine); otherwise the question trains or scores it otherwise."""
+    from experiments.plan import stale_reason
+    from experiments.row_hash import trained_hash
+
+    q = load_question("ease")
+    c = next(c for c in q.conditions if c.name == "ease+simcse")
+    tables = {"entity_vectors": "a" * 64, "hard_negatives": "b" * 64}
+    row = {"condition": c.name, "seed": 13, "scale": 1, "tables": tables,
+           "trained_hash": trained_hash(q, c, 13, 1, tables)}
+    rebuilt = {**tables, "entity_vectors": "c" * 64}
+    assert stale_reason(q, c, row, rebuilt) == "the kit's entity_vectors was rebuilt with other bytes"
+    assert stale_reason(q, c, {**row, "trained_hash": "0" * 64}, rebuilt) == \
+        "its training settings or scoring sets changed"
+    assert stale_reason(q, c, {**row, "seed": 14}, rebuilt) == "its training settings or scoring sets changed"
+
+
 def test_the_drains_calibration_is_the_median_ratio_once_enough_rows_finished() -> None:
     from experiments.drain import CALIBRATE_AFTER, CALIBRATION_RANGE, calibration
 
