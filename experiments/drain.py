@@ -146,8 +146,8 @@ def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, na
             fh = (folder / "log.txt").open("w", encoding="utf-8")
             running.append((subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO), p,
                             time.perf_counter(), folder))
-            say(f"started {p.question} {p.key}" + (f" (expected {wall * factor:.0f} s: estimate × {factor:.2f}, "
-                                                  "this machine's measured ratio)" if factor != 1.0 and wall else ""))
+            scaled = f" (expected {wall * factor:.0f} s: estimate × {factor:.2f}, this machine's measured ratio)"
+            say(f"started {p.question} {p.key}" + (scaled if factor != 1.0 and wall else ""))
         if not running:
             break
         time.sleep(0.5)

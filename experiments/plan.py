@@ -104,10 +104,9 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedR
                 *(f"decision.{x}" for x in q.evaluation.decision),
                 *((f"final.{x}" for x in q.evaluation.final) if any(c.final for c in q.conditions) else ())}
         row = done.get(key)
-        state = "pending" if row is None else ("done" if row.get("trained_hash") == start_hash(q) and
-                                               need <= set(row["metrics"]) else "stale")
-        why = "" if state != "stale" else ("a figure the question now reports is missing" if
-                                           row.get("trained_hash") == start_hash(q) else
+        same = row is not None and row.get("trained_hash") == start_hash(q)
+        state = "pending" if row is None else ("done" if same and need <= set(row["metrics"]) else "stale")
+        why = "" if state != "stale" else ("a figure the question now reports is missing" if same else
                                            "the start, the kit or the scoring sets changed")
         out.append(PlannedRow(q.name, key, start, state, "cpu", statistics.median(ev) if ev else 300.0, None, why))
     states = []
