@@ -16,7 +16,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-mining bench-eval \
-        bench-eval-ceiling bench-me5 bench-vmsst-speed experiment-status experiment-run experiment-tables experiment-kits gpu-carry gpu-drain gpu-merge bench-train-overhead bench-train-gpu lint clean \
+        bench-eval-ceiling bench-me5 bench-vmsst-speed experiment-status experiment-run experiment-tables experiment-kits gpu-carry gpu-drain gpu-merge bench-train-overhead bench-train-step bench-train-gpu lint clean \
         setup docs
 
 setup: $(STAMP)
@@ -160,6 +160,12 @@ bench-mining: $(STAMP)
 # --minilm for all-MiniLM-L6-v2); target ≤ 5 %; fresh process per run, interleaved, median of 5
 bench-train-overhead: $(STAMP)
 	$(BIN)/python -m bench.trainer_overhead --steps 60 --repeat 5
+
+# the training step (issue 50): `polysent run` of me5-mpcl's training (24 steps, no evaluation) against the bare padded
+# dense-AdamW PyTorch loop on the same 96-sentence XNLI batches, in one run: step time, its parts (forward, backward,
+# optimiser), achieved GFLOP/s against the 2-thread GEMM rate, peak RSS (needs ../shared/data and the extra me5; ~4 min)
+bench-train-step: $(STAMP)
+	$(BIN)/python -m bench.train_step --steps 24 $(ARGS)
 
 # trainer on the GPU: MFU of an XLM-R-base-size encoder (batch 128, bf16 autocast) against the measured bf16 8192³
 # matmul rate, and GradCache at an effective batch of 4,096 (mini-batch 256): sentences/s and peak GPU memory. It needs

@@ -74,8 +74,11 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
         return score
 
     def rates(rs: list[dict[str, Any]]) -> list[float]:
-        return [_per_job(r, "train_seconds") / int(r["steps"]) for r in rs
-                if r.get("steps") and float(r.get("train_seconds") or 0) >= _TRAINED_SECONDS]
+        trained = [r for r in rs if r.get("steps") and float(r.get("train_seconds") or 0) >= _TRAINED_SECONDS]
+        # rows that record their step time ran the current trainer (issue 50: about 2.5× faster a step than the
+        # rows before it); once there are any, they alone set the rate
+        current = [r for r in trained if r.get("step_seconds")] or trained
+        return [_per_job(r, "train_seconds") / int(r["steps"]) for r in current]
 
     per_step = rates(same) or rates(scored_like)
     steps = _steps(q, spec, scale) if spec is not None else q.scale(scale).steps

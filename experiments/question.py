@@ -75,6 +75,8 @@ class ConditionSpec:
     interpolate_start: Annotated[float, Range(ge=0.0, le=1.0)] | None = None
     # parts of the student kept at the start's weights (``training.<run>.freeze``); None: every weight trains
     freeze: FreezeSettings | None = None
+    # how AdamW updates the word-embedding table (``training.<run>.embedding_updates``: dense AdamW or LazyAdam)
+    embedding_updates: Literal["dense", "lazy"] = "dense"
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,8 @@ class Question:
                              warmup_steps=max(1, round(self.warmup_fraction * steps)), weight_decay=self.weight_decay,
                              seed=seed, device=device, precision=s.precision, dev=None,  # type: ignore[arg-type]
                              grad_cache=condition.grad_cache, grad_accumulation=condition.grad_accumulation,
-                             interpolate_start=condition.interpolate_start, freeze=condition.freeze)
+                             interpolate_start=condition.interpolate_start, freeze=condition.freeze,
+                             embedding_updates=condition.embedding_updates)
 
     def planned(self) -> list[tuple[ConditionSpec, int, int]]:
         """Every (condition, seed, scale) the question asks for, in run order: scale, then seed, then condition (so a

@@ -186,7 +186,8 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
                     run_name=safe_name(f"{condition.name}-{seed}"), tokenizer_dir=tokenizer,
                     keep_checkpoints_after=False, progress=False)
         record = {"row": str(key), "train_seconds": round(time.perf_counter() - t0, 1),
-                  "stats": {k: res.stats[k] for k in ("precision", "device", "final_loss")},
+                  "stats": {k: res.stats.get(k) for k in ("precision", "device", "final_loss", "step_seconds_median",
+                                                          "forward", "embedding_updates")},
                   "train_steps": f"train/{res.tables['train_steps']}"}
         trained = folder / "train"
         siblings = shared_training.pending_siblings(q, condition, seed, scale, hashes, results)
@@ -222,6 +223,9 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
            "metrics": {k: round(v, 4) for k, v in metrics.items()},
            "training": {"final_loss": stats["final_loss"], **train_curves(steps, q.evaluation.train_curves)},
            "train_seconds": round(train_s, 1), "eval_seconds": round(report_s + decision_s, 1),
+           # the trainer's median optimiser step (the trainer's speed, apart from loading and export) and its forward
+           **({"step_seconds": round(stats["step_seconds_median"], 4), "forward": stats.get("forward")}
+              if stats.get("step_seconds_median") else {}),
            "hardware": hardware(), "commit": commit(), "trained_hash": trained_hash(q, condition, seed, scale, hashes),
            "tables": hashes, "start": q.start, "origin": origin,
            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "concurrent_jobs": concurrent_jobs()}

@@ -311,6 +311,12 @@ class SentenceEncoder(nn.Module):
         self.max_length = max_length
         self.post = nn.ModuleList(post)  # Dense / Normalize modules after pooling, as listed in modules.json
         self.train_head = train_head  # used in training mode only; never saved with the model
+        # set by the trainer (models.training.train.start_run): the training forward without padding where it is
+        # covered (models.packed_training), and the word-embedding lookup through the rows a batch reads
+        # (models.training.embedding_rows); neither changes what the forward computes
+        self.packed_training = False
+        self.embedding_lookup: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self._packed_plan: tuple[nn.Module, object] | None = None
 
     @classmethod
     def from_settings(cls, settings: EncoderSettings, tokenizer_dir: Path | None = None) -> SentenceEncoder:
@@ -408,7 +414,62 @@ class SentenceEncoder(nn.Module):
         return emb
 
     def forward(self, texts: Sequence[str]) -> torch.Tensor:
-        return self.embed_batch(self.tokenize(texts))
+        """Embeddings of ``texts`` (with the training head in training mode). In training mode with
+        ``packed_training`` set, a backbone ``models.packed_training`` covers runs without padding (same maths);
+        otherwise the padded 🤗 forward, its word embeddings read through ``embedding_lookup`` when set."""
+        plan = self._training_plan() if self.training and self.packed_training else None
+        if plan is not None:
+            return self._forward_packed(plan, texts)
+        batch = self.tokenize(texts)
+        if self.embedding_lookup is not None and self.training:
+            return self._embed_through_lookup(batch)
+        return self.embed_batch(batch)
+
+    def _training_plan(self) -> object | None:
+        """The packed training forward for this backbone (built once), or ``None`` where it is not covered (other
+        architectures, non-float32 or non-CPU weights, gradient checkpointing, hooks, autocast)."""
+        from models.packed_training import PackedTrainingForward
+
+        if torch.is_autocast_enabled("cpu") or not PackedTrainingForward.covers(self.backbone):
+            return None
+        if self._packed_plan is None or self._packed_plan[0] is not self.backbone:
+            self._packed_plan = (self.backbone, PackedTrainingForward(self.backbone))
+        plan = self._packed_plan[1]
+        plan.lookup = self.embedding_lookup  # type: ignore[attr-defined]
+        return plan
+
+    def _forward_packed(self, plan: object, texts: Sequence[str]) -> torch.Tensor:
+        ids = self.tokenizer(self.prompted(texts), truncation=True, max_length=self.max_length, padding=False,
+                             return_token_type_ids=False, return_attention_mask=False)["input_ids"]
+        hidden, order = plan(ids)  # type: ignore[operator]
+        emb = torch.cat([pool(h, torch.ones(h.shape[:2], dtype=torch.long, device=h.device), self.pooling)
+                         for h in hidden])
+        emb = emb[torch.as_tensor(np.argsort(order, kind="stable"), device=emb.device)]
+        for module in self.post:
+            emb = module(emb)
+        if self.train_head is not None:
+            emb = self.train_head(emb)
+        return emb
+
+    def _embed_through_lookup(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``embed_batch`` with the word embeddings from ``embedding_lookup`` (``inputs_embeds``) and the position
+        ids the backbone derives from the token ids (padding-aware for RoBERTa-style models)."""
+        assert self.embedding_lookup is not None
+        ids = batch["input_ids"]
+        embeddings = self.backbone.embeddings
+        make_positions = getattr(embeddings, "create_position_ids_from_input_ids", None)
+        if make_positions is not None:
+            positions = make_positions(ids, embeddings.padding_idx)
+        else:
+            positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+        hidden = self.backbone(inputs_embeds=self.embedding_lookup(ids), attention_mask=batch["attention_mask"],
+                               position_ids=positions).last_hidden_state
+        emb = pool(hidden, batch["attention_mask"], self.pooling)
+        for module in self.post:
+            emb = module(emb)
+        if self.train_head is not None:
+            emb = self.train_head(emb)
+        return emb
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int = 128, normalize: bool = True, *,

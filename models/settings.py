@@ -143,7 +143,12 @@ class TrainSettings:
     ``interpolate_start``: α of WiSE-FT (``models.training.interpolation``) — the exported model is (1 − α)·start +
     α·trained (the best dev checkpoint), evaluated and published as the run's model; needs ``encoder.pretrained``.
     ``None``: the trained weights as they are (α = 1 without the lineage file). ``freeze``: parts of the student
-    kept at the start's weights (``FreezeSettings``); ``None``: every weight trains."""
+    kept at the start's weights (``FreezeSettings``); ``None``: every weight trains. ``embedding_updates``: how
+    AdamW updates the word-embedding table (``models.training.embedding_rows``): ``dense`` — dense AdamW's maths,
+    run over the rows read so far (a row never read does not move under dense AdamW); ``lazy`` — LazyAdam /
+    SparseAdam: only the rows a step reads update their moments and move. ``packed_forward``: the student's training
+    forward runs without padding where ``models.packed_training`` covers the backbone (float32 CPU BERT / XLM-R);
+    the same maths as the padded forward, its dropout masks drawn for the real tokens only."""
 
     objectives: tuple[Objective, ...] = field(default_factory=_default_objectives)
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
@@ -163,6 +168,8 @@ class TrainSettings:
     dev: DevSettings | None = None
     interpolate_start: Annotated[float, Range(ge=0.0, le=1.0)] | None = None
     freeze: FreezeSettings | None = None
+    embedding_updates: Literal["dense", "lazy"] = "dense"
+    packed_forward: bool = True
 
     def tables(self) -> tuple[str, ...]:
         """Every corpus table the run reads, in a fixed order."""
@@ -171,7 +178,7 @@ class TrainSettings:
 
 # TrainSettings fields that enter a cache key only when set: a run that does not use them keeps the key (and the
 # experiments' trained hash) it had before they existed
-KEY_WHEN_SET = ("interpolate_start", "freeze")
+KEY_WHEN_SET = ("interpolate_start", "freeze", "embedding_updates", "packed_forward")
 
 
 def key_view(data: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Bump a stage's version whenever a change alters what it writes; its artifacts an
 """
 
 TOKENIZER = "1"
-TRAIN = "8"  # 1: InfoNCE on groups; 2: the training engine (objectives, components, GradCache, export);
+TRAIN = "9"  # 1: InfoNCE on groups; 2: the training engine (objectives, components, GradCache, export);
 #   3: prompts (the default prompt in the training forward, saved in the export) and no-pooler exports marked for ST
 #   4: paper fidelity (MPCL scaling readings / K = 5 / contradiction-only hard negatives, VMSST-CONTRASTIVE weighting,
 #      one VMSST decoder, semantic side per row, soft-label column target and TMS terms)
@@ -15,4 +15,6 @@ TRAIN = "8"  # 1: InfoNCE on groups; 2: the training engine (objectives, compone
 #      add_pooling_layer argument, world-readable files); interpolate_start (WiSE-FT with the start)
 #   8: soft_label loss mse regresses the teacher's embeddings as the teacher outputs them (it L2-normalised them
 #      before, which moved the output of a student without a trailing Normalize); start_distill
+#   9: the training step at the hardware's speed: the packed (unpadded) training forward, whose dropout masks are
+#      drawn for the real tokens only; fused AdamW on the CPU; the word-embedding table by rows (same maths)
 EVALUATE = "3"  # 1: evaluate_tatoeba only; 2: the evaluation suite; 3: the pair_classification task

@@ -203,6 +203,7 @@ class VmsstComponent(Component, builds=VmsstObjective):
 
     objective: VmsstObjective
     reports_metrics = True
+    reads_student_table = True  # the student runs its own padded forward here, and the decoders may read its table
 
     def __init__(self, name: str, o: VmsstObjective, tables: Mapping[str, Path], settings: TrainSettings,
                  stream: int, device: torch.device, student: SentenceEncoder) -> None:

