@@ -263,6 +263,14 @@ def _packable(backbone: nn.Module) -> bool:
     return bool(layers) and all(type(m) is t and (t is not nn.Linear or m.bias is not None) for m, t in parts)
 
 
+def trains_packed(backbone: nn.Module) -> bool:
+    """Whether the packed training forward (``models.training.packed_forward``) computes what ``backbone``'s own
+    does: what ``PackedBackbone`` covers, without 🤗 gradient (activation) checkpointing."""
+    flag = "is_activation_checkpointing" if hasattr(type(backbone), "is_activation_checkpointing") \
+        else "is_gradient_checkpointing"  # transformers 5 renamed it; 4.x has the old name
+    return _packable(backbone) and not bool(getattr(backbone, flag, False))
+
+
 class Dense(nn.Module):
     """sentence-transformers' ``models.Dense``: linear layer + activation (``Identity`` or ``Tanh`` in practice)."""
 
@@ -312,7 +320,7 @@ class SentenceEncoder(nn.Module):
         self.post = nn.ModuleList(post)  # Dense / Normalize modules after pooling, as listed in modules.json
         self.train_head = train_head  # used in training mode only; never saved with the model
         # set by the trainer (models.training.train.start_run): the training forward without padding where it is
-        # covered (models.packed_training), and the word-embedding lookup through the rows a batch reads
+        # covered (models.training.packed_forward), and the word-embedding lookup through the rows a batch reads
         # (models.training.embedding_rows); neither changes what the forward computes
         self.packed_training = False
         self.embedding_lookup: Callable[[torch.Tensor], torch.Tensor] | None = None
@@ -415,7 +423,7 @@ class SentenceEncoder(nn.Module):
 
     def forward(self, texts: Sequence[str]) -> torch.Tensor:
         """Embeddings of ``texts`` (with the training head in training mode). In training mode with
-        ``packed_training`` set, a backbone ``models.packed_training`` covers runs without padding (same maths);
+        ``packed_training`` set, a backbone ``models.training.packed_forward`` covers runs without padding (same maths);
         otherwise the padded 🤗 forward, its word embeddings read through ``embedding_lookup`` when set."""
         plan = self._training_plan() if self.training and self.packed_training else None
         if plan is not None:
@@ -428,9 +436,9 @@ class SentenceEncoder(nn.Module):
     def _training_plan(self) -> object | None:
         """The packed training forward for this backbone (built once), or ``None`` where it is not covered (other
         architectures, non-float32 or non-CPU weights, gradient checkpointing, hooks, autocast)."""
-        from models.packed_training import PackedTrainingForward
+        from models.training.packed_forward import PackedTrainingForward
 
-        if torch.is_autocast_enabled("cpu") or not PackedTrainingForward.covers(self.backbone):
+        if torch.is_autocast_enabled("cpu") or not trains_packed(self.backbone):
             return None
         if self._packed_plan is None or self._packed_plan[0] is not self.backbone:
             self._packed_plan = (self.backbone, PackedTrainingForward(self.backbone))

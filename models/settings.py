@@ -147,8 +147,8 @@ class TrainSettings:
     AdamW updates the word-embedding table (``models.training.embedding_rows``): ``dense`` — dense AdamW's maths,
     run over the rows read so far (a row never read does not move under dense AdamW); ``lazy`` — LazyAdam /
     SparseAdam: only the rows a step reads update their moments and move. ``packed_forward``: the student's training
-    forward runs without padding where ``models.packed_training`` covers the backbone (float32 CPU BERT / XLM-R);
-    the same maths as the padded forward, its dropout masks drawn for the real tokens only."""
+    forward runs without padding where ``models.training.packed_forward`` covers the backbone (float32 CPU BERT /
+    XLM-R); the same maths as the padded forward, its dropout masks drawn for the real tokens only."""
 
     objectives: tuple[Objective, ...] = field(default_factory=_default_objectives)
     encoder: EncoderSettings = field(default_factory=EncoderSettings)

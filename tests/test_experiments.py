@@ -311,7 +311,7 @@ def test_a_scale_heading_names_the_conditions_that_train_their_own_steps(tmp_pat
     assert _own_steps(q, 1) == f"; 120 steps: {names[0]}, {names[1]}"
     assert _own_steps(q, 10) == ""  # those conditions do not run at ×10
     page = (REPO / "experiments" / "me5_recipes" / "RESULTS.md").read_text(encoding="utf-8")
-    assert "## ×1 (60 steps, batch ×1; 300 steps: " in page and "me5-mpcl), fp32" in page
+    assert "## ×1 (60 steps, batch ×1; 300 steps: " in page and "me5-mpcl, me5-mpcl lazy), fp32" in page
 
 
 def test_the_decision_table_shows_each_condition_against_the_start_on_every_decision_figure(

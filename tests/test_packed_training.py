@@ -1,9 +1,9 @@
 """The training step's fast paths (issue 50) compute what the plain ones do.
 
-- ``models.packed_training``: the training forward without padding gives the padded 🤗 forward's embeddings, loss and
-  gradients to float rounding (dropout off; BERT and XLM-R positions; mean and CLS pooling; multilingual-e5-small on
-  96 XNLI sentences of six languages when the extra and ../shared/data are there), and its dropout is dropout
-  (keep rate, scale, a function of the seed).
+- ``models.training.packed_forward``: the training forward without padding gives the padded 🤗 forward's embeddings,
+  loss and gradients to float rounding (dropout off; BERT and XLM-R positions; mean and CLS pooling;
+  multilingual-e5-small on 96 XNLI sentences of six languages when the extra and ../shared/data are there), and its
+  dropout is dropout (keep rate, scale, a function of the seed).
 - ``models.training.embedding_rows``: the ``dense`` reading gives dense AdamW's table step for step (clipping
   included), the ``lazy`` reading moves only the rows a step reads, and a checkpoint round trip changes nothing.
 - the trainer: a run with both paths ends where the plain padded, dense run ends.
@@ -20,10 +20,10 @@ import torch
 from conftest import SHARED_DATA
 from tiny_start import bitext_and_start
 
-from models.encoder import SentenceEncoder
+from models.encoder import SentenceEncoder, trains_packed
 from models.objectives.mpcl import mpcl_loss
-from models.packed_training import DropoutMasks, PackedTrainingForward
 from models.training.embedding_rows import EmbeddingRows
+from models.training.packed_forward import DropoutMasks
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_packed_step_equals_the_padded_step(tiny: dict[str, Path], kind: str, po
     texts = _texts(tiny)
     lengths = [len(x) for x in enc.tokenizer(texts)["input_ids"]]
     assert max(lengths) >= 2 * min(lengths), lengths  # the batch really has padding to skip
-    assert PackedTrainingForward.covers(enc.backbone)
+    assert trains_packed(enc.backbone)
     z0, l0, g0 = _step(enc, texts, packed=False)
     z1, l1, g1 = _step(enc, texts, packed=True)
     np.testing.assert_allclose(z1.numpy(), z0.numpy(), atol=2e-6, rtol=1e-5)

@@ -201,7 +201,7 @@ class Run:
     start: int = 0
     interpolation: dict[str, Any] | None = None  # the lineage of an ``interpolate_start`` export
     rows: EmbeddingRows | None = None  # the word-embedding table's row-wise AdamW (``embedding_updates``)
-    forward: str = "padded"  # the student's training forward: packed (models.packed_training) or padded
+    forward: str = "padded"  # the student's training forward: packed (models.training.packed_forward) or padded
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)

@@ -18,9 +18,9 @@ generator per forward: the same distribution (keep with probability 1 − p, sca
 a fifth of the cost each, and still a function of ``torch.manual_seed`` and of the RNG state GradCache replays.
 Masks therefore differ from the padded forward's draw by draw, as a CUDA run's do.
 
-Covered: the backbones ``PackedBackbone`` covers (float32 CPU BERT / RoBERTa family, absolute positions, plain
-modules, no hooks) and not under gradient checkpointing; anything else keeps the padded forward
-(``SentenceEncoder.forward``).
+Covered (``models.encoder.trains_packed``): the backbones ``PackedBackbone`` covers (float32 CPU BERT / RoBERTa
+family, absolute positions, plain modules, no hooks), not under gradient checkpointing; anything else keeps the padded
+forward (``SentenceEncoder.forward``).
 """
 
 from __future__ import annotations
@@ -97,14 +97,6 @@ class PackedTrainingForward:
                       scale=float(getattr(att, "scaling", head_dim ** -0.5)), attention_p=float(att.dropout.p),
                       attention_out_p=float(layer.attention.output.dropout.p), hidden_p=float(layer.output.dropout.p))
 
-    @staticmethod
-    def covers(backbone: nn.Module) -> bool:
-        """Whether this forward computes what ``backbone``'s own does: ``PackedBackbone``'s coverage (float32 CPU
-        BERT / RoBERTa family, plain modules, no hooks), without gradient checkpointing."""
-        from models.encoder import _packable
-
-        return _packable(backbone) and not _checkpointing(backbone)
-
     def __call__(self, ids: Sequence[Sequence[int]]) -> tuple[list[torch.Tensor], np.ndarray]:
         """``(hidden, order)``: the texts' token ids (no padding) sorted by length (stable, ``order``) and run as one
         packed batch; ``hidden`` holds one ``[n, length, hidden]`` tensor per run of ``n`` equal-length texts, in
@@ -157,13 +149,6 @@ class PackedTrainingForward:
             o = dropout(layer.output(inter), layer.hidden_p)
             h = layer.norm2(o + h1)
         return [x.view(n, length, width) for x, (_, n, length) in zip(torch.split(h, sizes), runs, strict=True)], order
-
-
-def _checkpointing(backbone: nn.Module) -> bool:
-    """Whether 🤗 gradient (activation) checkpointing is on (transformers 5 renamed the flag; 4.x has the old one)."""
-    flag = "is_activation_checkpointing" if hasattr(type(backbone), "is_activation_checkpointing") \
-        else "is_gradient_checkpointing"
-    return bool(getattr(backbone, flag, False))
 
 
 def _equal_runs(lengths: Sequence[int] | np.ndarray) -> list[tuple[int, int, int]]:
