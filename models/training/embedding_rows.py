@@ -55,8 +55,9 @@ class EmbeddingRows:
         self.reading = reading
         self.betas, self.eps = betas, eps
         vocab, dim = self.weight.shape
-        self.slot_of_row = torch.full((vocab,), -1, dtype=torch.long)
-        self.rows = torch.empty(0, dtype=torch.long)  # table rows in slot order (every row read so far)
+        device = self.weight.device
+        self.slot_of_row = torch.full((vocab,), -1, dtype=torch.long, device=device)
+        self.rows = torch.empty(0, dtype=torch.long, device=device)  # table rows in slot order (read so far)
         self.exp_avg = torch.zeros(capacity, dim, dtype=self.weight.dtype, device=self.weight.device)
         self.exp_avg_sq = torch.zeros_like(self.exp_avg)
         self.steps = 0
@@ -105,7 +106,7 @@ class EmbeddingRows:
                     bigger = torch.zeros(grow, old.shape[1], dtype=old.dtype, device=old.device)
                     bigger[: len(old)] = old
                     setattr(self, name, bigger)
-            self.slot_of_row[new] = torch.arange(start, end)
+            self.slot_of_row[new] = torch.arange(start, end, device=rows.device)
             self.rows = torch.cat([self.rows, new])
             slots = self.slot_of_row[rows]
         return slots
@@ -116,7 +117,9 @@ class EmbeddingRows:
         or ``None`` when no row was read (the dense reading still moves the rows read before)."""
         self.steps += 1
         beta1, beta2 = self.betas
-        step_t = torch.tensor(float(self.steps - 1))  # the kernels count this step themselves
+        # the kernels count this step themselves; a fused kernel reads the count on the weights' device, as
+        # torch.optim.AdamW keeps it
+        step_t = torch.tensor(float(self.steps - 1), dtype=torch.float32, device=self.weight.device)
         if update is not None:
             slots = self._slots(update[0])
         if self.reading == "lazy":
@@ -155,11 +158,11 @@ class EmbeddingRows:
         if state["reading"] != self.reading:
             raise ValueError(f"embedding rows: the checkpoint was written with embedding_updates "
                              f"{state['reading']!r}, this run uses {self.reading!r}")
-        rows = state["rows"].to(torch.long)
+        rows = state["rows"].to(device=self.weight.device, dtype=torch.long)
         self.steps = int(state["steps"])
         self.rows = rows.clone()
         self.slot_of_row.fill_(-1)
-        self.slot_of_row[rows] = torch.arange(len(rows))
+        self.slot_of_row[rows] = torch.arange(len(rows), device=rows.device)
         dim = self.weight.shape[1]
         self.exp_avg = torch.zeros(max(len(rows), 1), dim, dtype=self.weight.dtype, device=self.weight.device)
         self.exp_avg_sq = torch.zeros_like(self.exp_avg)
