@@ -163,7 +163,9 @@ bench-train-overhead: $(STAMP)
 
 # the training step (issue 50): `polysent run` of me5-mpcl's training (24 steps, no evaluation) against the bare padded
 # dense-AdamW PyTorch loop on the same 96-sentence XNLI batches, in one run: step time, its parts (forward, backward,
-# optimiser), achieved GFLOP/s against the 2-thread GEMM rate, peak RSS (needs ../shared/data and the extra me5; ~4 min)
+# optimiser), achieved GFLOP/s against the 2-thread GEMM rate, peak RSS (needs ../shared/data and the extra me5; ~5 min).
+# On a lent GPU (carry data/experiments/kits, `make gpu-carry`): `python -m bench.train_step --device cuda --out $OUT`
+# (bf16; the trainer's train() in place of `polysent run`, which needs Prefect)
 bench-train-step: $(STAMP)
 	$(BIN)/python -m bench.train_step --steps 24 $(ARGS)
 
