@@ -414,7 +414,10 @@ class SentenceEncoder(nn.Module):
 
     def embed_batch(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         hidden = self.backbone(**batch).last_hidden_state
-        emb = pool(hidden, batch["attention_mask"], self.pooling)
+        return self._after_pooling(pool(hidden, batch["attention_mask"], self.pooling))
+
+    def _after_pooling(self, emb: torch.Tensor) -> torch.Tensor:
+        """The pooled vectors through the saved Dense / Normalize modules, then the training head in training mode."""
         for module in self.post:
             emb = module(emb)
         if self.training and self.train_head is not None:
@@ -446,18 +449,22 @@ class SentenceEncoder(nn.Module):
         plan.lookup = self.embedding_lookup  # type: ignore[attr-defined]
         return plan
 
+    def leave_training_paths(self) -> None:
+        """Drop what the trainer attached (the packed plan, the embedding lookup): a copy or export of the model
+        carries none of it."""
+        self.packed_training, self.embedding_lookup, self._packed_plan = False, None, None
+
     def _forward_packed(self, plan: object, texts: Sequence[str]) -> torch.Tensor:
         ids = self.tokenizer(self.prompted(texts), truncation=True, max_length=self.max_length, padding=False,
                              return_token_type_ids=False, return_attention_mask=False)["input_ids"]
-        hidden, order = plan(ids)  # type: ignore[operator]
-        emb = torch.cat([pool(h, torch.ones(h.shape[:2], dtype=torch.long, device=h.device), self.pooling)
-                         for h in hidden])
-        emb = emb[torch.as_tensor(np.argsort(order, kind="stable"), device=emb.device)]
-        for module in self.post:
-            emb = module(emb)
-        if self.train_head is not None:
-            emb = self.train_head(emb)
-        return emb
+        hidden, lengths, order = plan(ids)  # type: ignore[operator]
+        runs = _equal_runs(lengths)
+        width = hidden.shape[-1]
+        emb = torch.cat([pool(h.view(n, length, width), torch.ones(n, length, dtype=torch.long, device=h.device),
+                              self.pooling)
+                         for h, (_, n, length) in zip(torch.split(hidden, [n * length for _, n, length in runs]),
+                                                      runs, strict=True)])
+        return self._after_pooling(emb[torch.as_tensor(np.argsort(order, kind="stable"), device=emb.device)])
 
     def _embed_through_lookup(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """``embed_batch`` with the word embeddings from ``embedding_lookup`` (``inputs_embeds``) and the position
@@ -472,12 +479,7 @@ class SentenceEncoder(nn.Module):
             positions = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
         hidden = self.backbone(inputs_embeds=self.embedding_lookup(ids), attention_mask=batch["attention_mask"],
                                position_ids=positions).last_hidden_state
-        emb = pool(hidden, batch["attention_mask"], self.pooling)
-        for module in self.post:
-            emb = module(emb)
-        if self.train_head is not None:
-            emb = self.train_head(emb)
-        return emb
+        return self._after_pooling(pool(hidden, batch["attention_mask"], self.pooling))
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int = 128, normalize: bool = True, *,

@@ -5,7 +5,8 @@ A contrastive batch mixes languages and lengths: 96 XNLI sentences of six langua
 tokens, and the padded 🤗 forward pays for every padded position in every linear layer, its backward and its dropout.
 Here (as ``models.encoder.PackedBackbone`` does for inference) the batch's texts are sorted by length (stable) and
 their tokens concatenated into one ``[tokens, hidden]`` matrix: every linear layer, layer norm, GELU and dropout runs
-over the real tokens only, and attention runs per run of equal-length texts (``[n, heads, L, L]``, no mask needed).
+over the real tokens only; attention (about 3 % of a layer's arithmetic at 64 tokens) reads the texts padded to the
+batch's longest, the padded keys masked out.
 The arithmetic is the 🤗 forward's — the module's own weights through ``F.linear`` / ``F.layer_norm`` / its activation,
 query·keyᵀ scaled, softmax, dropout on the probabilities, ·values, the residual additions and norms in the same order
 — so the pooled embeddings, the loss and every gradient equal the padded forward's to float rounding
@@ -97,10 +98,10 @@ class PackedTrainingForward:
                       scale=float(getattr(att, "scaling", head_dim ** -0.5)), attention_p=float(att.dropout.p),
                       attention_out_p=float(layer.attention.output.dropout.p), hidden_p=float(layer.output.dropout.p))
 
-    def __call__(self, ids: Sequence[Sequence[int]]) -> tuple[list[torch.Tensor], np.ndarray]:
-        """``(hidden, order)``: the texts' token ids (no padding) sorted by length (stable, ``order``) and run as one
-        packed batch; ``hidden`` holds one ``[n, length, hidden]`` tensor per run of ``n`` equal-length texts, in
-        sorted order."""
+    def __call__(self, ids: Sequence[Sequence[int]]) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+        """``(hidden, lengths, order)``: the texts' token ids (no padding) sorted by length (stable: ``order``, their
+        ``lengths`` in that order) and run as one packed batch; ``hidden`` is ``[tokens, hidden]``, text after text
+        in sorted order."""
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         order = np.argsort(lengths, kind="stable")
         lengths_sorted = lengths[order]
@@ -121,8 +122,6 @@ class PackedTrainingForward:
             h = h + self.token_type.weight[0]
         h = h + self.position(positions.to(device))
         h = dropout(self.norm(h), self.embedding_p)
-        runs = _equal_runs(lengths_sorted)
-        sizes = [n * length for _, n, length in runs]
         width = h.shape[-1]
         # attention reads the texts padded to the longest (one batched product; attention is ~3 % of a layer's
         # arithmetic at 64 tokens): each token's row in the padded [texts × longest] layout, and the padded keys
@@ -149,17 +148,5 @@ class PackedTrainingForward:
             inter = layer.activation(layer.intermediate(h1))
             o = dropout(layer.output(inter), layer.hidden_p)
             h = layer.norm2(o + h1)
-        return [x.view(n, length, width) for x, (_, n, length) in zip(torch.split(h, sizes), runs, strict=True)], order
+        return h, lengths_sorted, order
 
-
-def _equal_runs(lengths: Sequence[int] | np.ndarray) -> list[tuple[int, int, int]]:
-    """(first token row, number of texts, length) of each run of equal consecutive ``lengths``."""
-    runs, row, i = [], 0, 0
-    while i < len(lengths):
-        j = i
-        while j < len(lengths) and lengths[j] == lengths[i]:
-            j += 1
-        runs.append((row, j - i, int(lengths[i])))
-        row += (j - i) * int(lengths[i])
-        i = j
-    return runs

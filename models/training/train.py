@@ -430,7 +430,7 @@ def export(run: Run, out: Path, tables_dir: str) -> dict[str, str]:
     """The best dev (or the last) weights in sentence-transformers' folder format under ``out/model``, and the
     history tables under ``out/tables_dir``; their relative paths by table name."""
     model = run.model
-    model.embedding_lookup, model.packed_training, model._packed_plan = None, False, None  # training-only
+    model.leave_training_paths()
     if run.best is not None:
         model = copy.deepcopy(run.model)
         model.load_state_dict(run.best[2])
