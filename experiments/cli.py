@@ -3,6 +3,7 @@
     status [QUESTION …]                     every row: done / stale / pending, estimated CPU and GPU time
     run QUESTION [--seeds …] [--scale …]    run the pending CPU rows (a kill loses only the row in flight)
     tables [--check]                        regenerate every RESULTS.md (--check: exit 1 where one differs)
+    mechanism [QUESTION …] [--write]        each row's mechanism check (--write: into rows that lack it)
     prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)
     pack-start KIT [--force]                multilingual-e5-small packed for the kit (GPU machine), when it changed
     gpu-drain --out DIR [--deadline S]      on a GPU machine: every pending GPU row, rows → DIR/rows.jsonl
@@ -125,6 +126,28 @@ def cmd_tables(a: argparse.Namespace) -> int:
     return _tables(_questions(a.questions), a.check)
 
 
+def cmd_mechanism(a: argparse.Namespace) -> int:
+    """Each row's ``mechanism`` as its question now states it; ``--write`` records it in rows that hold another (or
+    none): a figure the row already holds, so the row's results are unchanged (``experiments.mechanism``)."""
+    from experiments.ledger import read_rows, row_key, write_row
+    from experiments.mechanism import recorded
+    from experiments.question import load_question
+
+    for name in _questions(a.questions):
+        q = load_question(name)
+        if not any(c.mechanism for c in q.conditions):
+            continue
+        for row, m in recorded(q, read_rows(q.results)):
+            state = "—" if m is None else ("not measured" if m["active"] is None else
+                                           "active" if m["active"] else "inactive")
+            value = "" if m is None or m["value"] is None else f" {m['figure']} {m['value']:.4g} vs {m['threshold']:g}"
+            changed = "mechanism" not in row or row["mechanism"] != m
+            print(f"{q.name}: {row_key(row)}: {state}{value}" + (" (written)" if changed and a.write else ""))
+            if changed and a.write:
+                write_row(q.results, {**row, "mechanism": m})
+    return 0
+
+
 def cmd_prepare(a: argparse.Namespace) -> int:
     from experiments.kits import pack_start_model, prepare
 
@@ -191,6 +214,10 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     t.add_argument("questions", nargs="*", help="default: every question")
     t.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
     t.set_defaults(fn=cmd_tables)
+    me = sub.add_parser("mechanism", help="each row's mechanism check (--write: record it in the rows)")
+    me.add_argument("--write", action="store_true", help="record it in rows that lack it or hold another")
+    me.add_argument("questions", nargs="*", help="default: every question")
+    me.set_defaults(fn=cmd_mechanism)
     pr = sub.add_parser("prepare", help="build a kit's tables from the shared data")
     pr.add_argument("kit", choices=("me5_replication", "random_init_bitext"))
     pr.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (POLYSENT_SHARED_DATA)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from experiments import verdicts
@@ -162,76 +163,154 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _compared(c: ComparisonSpec, rows: Sequence[dict[str, Any]]) -> tuple[list[verdicts.Difference], str]:
-    """A comparison's seed-paired differences per figure and its verdict by its rule (the page and the headline)."""
-    diffs = [verdicts.paired(verdicts.values(rows, c.a, f, c.scale), verdicts.values(rows, c.b, f, c.scale), f)
-             for f in c.figures]
-    return diffs, verdicts.claim_verdict(diffs, c.rule)
+@dataclass(frozen=True)
+class Compared:
+    """One claim as its page and the headline read it: the figures judged at the claim's levels, the verdict, the
+    seeds left out for running otherwise (device, precision, forward) and each side's mechanism state."""
+
+    diffs: list[verdicts.Difference]
+    verdict: str
+    left_out: list[str]
+    mechanism: dict[str, str]
+
+
+def _compared(c: ComparisonSpec, rows: Sequence[dict[str, Any]]) -> Compared:
+    """A comparison's seed-paired differences per figure (like with like only) and its verdict by its rule; a side
+    whose mechanism did not act makes it **mechanism inactive**."""
+    seeds, left_out = verdicts.like_with_like(rows, c.a, c.b, c.scale, c.across)
+
+    def side(name: str, f: str) -> dict[int, float]:
+        return {s: v for s, v in verdicts.values(rows, name, f, c.scale).items() if s in seeds}
+
+    raw = [verdicts.paired(side(c.a, f), side(c.b, f), f) for f in c.figures]
+    diffs = verdicts.judged(raw, c.rule, c.margin)
+    verdict = verdicts.claim_verdict(raw, c.rule, c.margin)
+    mech = {x: verdicts.mechanism_state(rows, x, c.scale, seeds) for x in (c.a, c.b)}
+    if verdict != "pending" and "inactive" in mech.values():
+        verdict = verdicts.MECHANISM_INACTIVE
+    return Compared(diffs, verdict, left_out, mech)
+
+
+RULE_TEXT = ("Rule (`experiments/verdicts.py`, calibrated: with no true difference each of *holds* and *does not "
+             "hold* comes out at most 2.5 % of the time): per figure the seed-paired difference A − B over the seeds "
+             "whose two rows ran on the same device, precision and training forward, tested by a paired t-test. "
+             "The first figure is the claim's primary figure (the paper's): A is **ahead** on it beyond its bar at "
+             "α = 0.05; every other figure, and *behind* on every figure, uses the Bonferroni bar at α = 0.05 / k "
+             "(k figures); no bar is below 0.1 points. The claim **holds** when A is ahead on the primary figure "
+             "and behind on none, **does not hold** when A is behind on one (B shown ahead), else **inconclusive**; "
+             "fewer than 3 paired seeds: **pending**. A claim whose condition's mechanism did not act (see "
+             "*Mechanism*) is **mechanism inactive** whatever its figures.")
+AT_LEAST_TEXT = (" A claim that A is *at least* B (within a margin m) **holds** when on every figure the 95 % "
+                 "confidence interval of A − B lies above −m, **does not hold** when on one it lies below −m, else "
+                 "**inconclusive**.")
+
+
+def _claim_lines(c: ComparisonSpec, x: Compared) -> list[str]:
+    rule = f" (rule: A at least B, margin {c.margin:g})" if c.rule == "at_least" else ""
+    out = [f"### {c.claim} (×{c.scale}): **{x.verdict}**", "", f"A = `{c.a}`, B = `{c.b}`{rule}", ""]
+    if c.paper:
+        out += [f"The paper: {c.paper}", ""]
+    mech = {k: v for k, v in x.mechanism.items() if v != "none"}
+    if mech:
+        out += ["Mechanism: " + "; ".join(f"`{k}` {v}" for k, v in mech.items()), ""]
+    if x.left_out:
+        out += ["Not paired (ran otherwise): " + "; ".join(x.left_out), ""]
+    out += ["| figure | A | B | A − B | bar | seeds | outcome |", "|---|---|---|---|---|---|---|"]
+    out += [f"| {_label(d.figure)}{' (primary)' if i == 0 and c.rule == 'beats' else ''} | {_num(d.mean_a)} | "
+            f"{_num(d.mean_b)} | {_num(d.delta, '+.2f')} | {_num(d.bar)} | {d.n} | {d.outcome} |"
+            for i, d in enumerate(x.diffs)]
+    return [*out, ""]
+
+
+def _mechanism_lines(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
+    stated = [c for c in q.conditions if c.mechanism]
+    if not stated:
+        return []
+    out = ["## Mechanism", "", "What shows each condition's mechanism acted (`experiments/mechanism.py`); every row "
+           "records `mechanism: {figure, value, threshold, active}`. Conditions not listed have no mechanism of "
+           "their own (a baseline: `mechanism: null`).", "",
+           "| condition | figure | active when | why | rows active |", "|---|---|---|---|---|"]
+    for c in stated:
+        m = c.mechanism
+        recs = [r.get("mechanism") for r in rows if r["condition"] == c.name]
+        active = sum(bool(x and x.get("active")) for x in recs)
+        values = ", ".join(_num((x or {}).get("value"), ".3g") for x in recs)
+        out.append(f"| {c.name} | `{m.figure}` | {'≥' if m.active_when == 'above' else '<'} {m.threshold:g} | "
+                   f"{m.why} | {active} of {len(recs)} ({values or '—'}) |")
+    return [*out, ""]
 
 
 def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
-    out: list[str] = []
+    out: list[str] = _mechanism_lines(q, rows)
     if q.comparisons:
-        out += ["## Verdicts", "", "Rule (`experiments/verdicts.py`): per figure the seed-paired difference A − B, "
-                "**ahead** / **behind** when beyond max(2 standard errors, 0.1 points), else **tied**; the claim "
-                "**holds** when A is ahead on a majority of the figures and behind on none, **does not hold** when A "
-                "is behind on one or more and ahead on fewer than a majority, else **inconclusive**; fewer than 3 "
-                "paired seeds: **pending**."
-                + (" A claim that A is *at least* B **holds** when A is behind on none of its figures (ties count), "
-                   "else **does not hold**." if any(c.rule == "at_least" for c in q.comparisons) else ""), ""]
+        out += ["## Verdicts", "", RULE_TEXT + (AT_LEAST_TEXT if any(c.rule == "at_least" for c in q.comparisons)
+                                                 else ""), ""]
         for c in q.comparisons:
-            diffs, verdict = _compared(c, rows)
-            rule = " (rule: A at least B)" if c.rule == "at_least" else ""
-            out += [f"### {c.claim} (×{c.scale}): **{verdict}**", "",
-                    f"A = `{c.a}`, B = `{c.b}`{rule}", "", "| figure | A | B | A − B | bar | seeds | outcome |",
-                    "|---|---|---|---|---|---|---|"]
-            out += [f"| {_label(d.figure)} | {_num(d.mean_a)} | {_num(d.mean_b)} | {_num(d.delta, '+.2f')} | "
-                    f"{_num(d.bar)} | {d.n} | {d.outcome} |" for d in diffs]
-            out.append("")
+            out += _claim_lines(c, _compared(c, rows))
     if q.keeps:
         out += ["## Keeping the start's quality", "", "Rule (`experiments/verdicts.py`): per figure the condition's "
-                "mean over seeds against the start's value, **kept** unless below it by more than the tolerance "
-                "(sign-adjusted: for ↓ figures, above it), else **lost**; the claim **holds** when every figure is "
-                "kept, **does not hold** when one is lost; fewer than 3 seeds or no start row: **pending**.", ""]
+                "mean over its seeds against the start's value with the mean's 95 % confidence interval "
+                "(sign-adjusted: for ↓ figures, above it): **kept** when the interval lies above start − tolerance, "
+                "**lost** when it lies below, else **unclear**; the claim **holds** when every figure is kept, "
+                "**does not hold** when one is lost, else **inconclusive**; fewer than 3 seeds or no start row: "
+                "**pending**.", ""]
         for k in q.keeps:
             kepts = [verdicts.kept(rows, k.condition, f, k.tolerance, k.scale) for f in k.figures]
             out += [f"### {k.claim} (×{k.scale}): **{verdicts.keep_verdict(kepts)}**", "",
                     f"`{k.condition}` against `start`, tolerance {k.tolerance:g} points", "",
-                    "| figure | condition | start | Δ | seeds | outcome |", "|---|---|---|---|---|---|"]
-            out += [f"| {_label(x.figure)} | {_num(x.mean)} | {_num(x.start)} | {_num(x.delta, '+.2f')} | {x.n} | "
-                    f"{x.outcome} |" for x in kepts]
+                    "| figure | condition | start | Δ | ± 95 % | seeds | outcome |", "|---|---|---|---|---|---|---|"]
+            out += [f"| {_label(x.figure)} | {_num(x.mean)} | {_num(x.start)} | {_num(x.delta, '+.2f')} | "
+                    f"{_num(x.bound)} | {x.n} | {x.outcome} |" for x in kepts]
             out.append("")
     if q.decision:
-        d = q.decision
-        default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep,
-                                               d.tolerance)
-        shown = [*d.figures, *(f for f in d.keep if f not in d.figures)]
-        keep = (f" A condition whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the start's by more than "
-                f"{d.tolerance:g} points is out; when the incumbent is out, the best remaining candidate is the "
-                "default without the bar." if d.keep else "")
-        out += [f"## Decision: `{d.setting}` (×{d.scale})", "",
-                f"Rule (`experiments/verdicts.py`): each run's decision score is the mean of "
-                f"{', '.join(f'`{x}`' for x in d.figures)} (sign-adjusted); the best candidate replaces the incumbent "
-                f"`{d.incumbent}` only when ahead of it by max(2 standard errors, 0.1) over ≥ 3 paired seeds.{keep}",
-                "",
-                f"**Default: `{default}`** — {why}.", "",
-                "Each figure as its mean over the seeds done minus the start's (↓: lower is better), so what a "
-                "candidate gains and what it gives up read side by side:", "",
-                "| condition | seeds | decision score |" + "".join(f" {_label(f)} − start |" for f in shown)
-                + (" keeps the start's quality |" if d.keep else ""),
-                "|---|---|---|" + "---|" * (len(shown) + (1 if d.keep else 0))]
-        for c, sc in scores.items():
-            deltas = {f: verdicts.kept(rows, c, f, d.tolerance, d.scale) for f in shown}
-            kepts = [deltas[f] for f in d.keep]
-            outcome = ("pending" if any(k.outcome == "pending" for k in kepts)
-                       else "no (out)" if any(k.outcome == "lost" for k in kepts) else "yes")
-            out.append(f"| {c} | {len(sc)} | {_ms(list(sc.values()))} |"
-                       + "".join(f" {_num(deltas[f].delta, '+.2f')} |" for f in shown)
-                       + (f" {outcome} |" if d.keep else ""))
-        out.append("")
+        out += _decision_lines(q, rows)
     if q.checks:
         out += ["## Checked before a verdict is read", "", *[f"- {x}" for x in q.checks], ""]
     return out
+
+
+def _decision_lines(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
+    d = q.decision
+    assert d is not None
+    default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep, d.tolerance)
+    shown = [*d.figures, *(f for f in d.keep if f not in d.figures)]
+    keep = (f" A candidate whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the start's by more than "
+            f"{d.tolerance:g} points is out; when the incumbent is out, the best remaining candidate is the default "
+            "without the test." if d.keep else "")
+    out = [f"## Decision: `{d.setting}` (×{d.scale})", "",
+           f"Rule (`experiments/verdicts.py`): each run's decision score is the mean of "
+           f"{', '.join(f'`{x}`' for x in d.figures)} (sign-adjusted); the best candidate replaces the incumbent "
+           f"`{d.incumbent}` only when shown ahead of it by a paired t-test at α = 0.05 / m over ≥ 3 paired seeds "
+           f"(m: the candidates it was the best of).{keep}", "",
+           f"**Default: `{default}`** — {why}.", "",
+           "Each figure as its mean over the seeds done minus the start's (↓: lower is better), so what a "
+           "candidate gains and what it gives up read side by side:", "",
+           "| condition | seeds | decision score |" + "".join(f" {_label(f)} − start |" for f in shown)
+           + (" keeps the start's quality |" if d.keep else ""),
+           "|---|---|---|" + "---|" * (len(shown) + (1 if d.keep else 0))]
+    for c, sc in scores.items():
+        deltas = {f: verdicts.kept(rows, c, f, d.tolerance, d.scale) for f in shown}
+        out_why = verdicts.falls_behind_start(rows, c, d.keep, d.tolerance, d.scale)
+        pending = any(deltas[f].outcome == "pending" for f in d.keep)
+        outcome = "pending" if pending else "no (out)" if out_why else "yes"
+        out.append(f"| {c} | {len(sc)} | {_ms(list(sc.values()))} |"
+                   + "".join(f" {_num(deltas[f].delta, '+.2f')} |" for f in shown)
+                   + (f" {outcome} |" if d.keep else ""))
+    return [*out, ""]
+
+
+def _trained(q: Question, condition: str, scale: int) -> str:
+    """``60 · 1,920``: a condition's optimiser updates and the examples its objectives read at ``scale`` (each
+    objective's batch × the gradient accumulation × the updates), not only "×N"."""
+    c = q.condition(condition)
+    s = q.train_settings(c, min(c.seeds or q.seeds), scale, start=q.start, device="cpu")
+    examples = s.steps * c.grad_accumulation * sum(o.batch_size for o in s.objectives)
+    return f"{s.steps:,} · {examples:,}"
+
+
+def _seen(q: Question, c: ComparisonSpec) -> str:
+    a, b = _trained(q, c.a, c.scale), _trained(q, c.b, c.scale)
+    return a if a == b else f"A {a}; B {b}"
 
 
 HEADLINE_START = "<!-- experiments:headline:start -->"
@@ -241,24 +320,27 @@ HEADLINE_END = "<!-- experiments:headline:end -->"
 def headline(items: Sequence[tuple[Question, Sequence[dict[str, Any]], Sequence[PlannedRow]]]) -> str:
     """The top-level README's one table: every claim's and decision's current verdict with its question's rows done,
     linked to the question's page (generated like the pages, between the README's headline markers)."""
-    lines = ["| question | claim or decision | verdict | rows |", "|---|---|---|---|"]
+    lines = ["| question | claim or decision | verdict | training (updates · examples) | rows |",
+             "|---|---|---|---|---|"]
     for q, rows, planned in items:
         done = sum(p.state == "done" for p in planned)
         stale = {p.key for p in planned if p.state == "stale"}
         rows = [r for r in rows if row_key(r) not in stale]
         link = f"[{q.name}](experiments/{q.name}/RESULTS.md)"
         for c in q.comparisons:
-            lines.append(f"| {link} | {c.claim} (×{c.scale}) | {_compared(c, rows)[1]} | {done} / {len(planned)} |")
+            lines.append(f"| {link} | {c.claim} (×{c.scale}) | {_compared(c, rows).verdict} | {_seen(q, c)} | "
+                         f"{done} / {len(planned)} |")
         for k in q.keeps:
             kepts = [verdicts.kept(rows, k.condition, f, k.tolerance, k.scale) for f in k.figures]
             lines.append(f"| {link} | {k.claim} (×{k.scale}) | {verdicts.keep_verdict(kepts)} | "
-                         f"{done} / {len(planned)} |")
+                         f"{_trained(q, k.condition, k.scale)} | {done} / {len(planned)} |")
         if q.decision:
             d = q.decision
             default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep,
                                               d.tolerance)
             verdict = "pending" if why.startswith("pending") else f"`{default}`"
-            lines.append(f"| {link} | default of {d.setting} (×{d.scale}) | {verdict} | {done} / {len(planned)} |")
+            lines.append(f"| {link} | default of {d.setting} (×{d.scale}) | {verdict} | "
+                         f"{_trained(q, d.incumbent, d.scale)} (incumbent) | {done} / {len(planned)} |")
     return "\n".join(lines)
 
 

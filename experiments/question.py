@@ -77,6 +77,11 @@ class ConditionSpec:
     freeze: FreezeSettings | None = None
     # how AdamW updates the word-embedding table (``training.<run>.embedding_updates``: dense AdamW or LazyAdam)
     embedding_updates: Literal["dense", "lazy"] = "dense"
+    # the packed (unpadded) training forward or the padded one (``training.<run>.packed_forward``); rows trained
+    # before issue 50 ran the padded forward and record no ``forward`` (experiments.runner)
+    packed_forward: bool = True
+    # what shows this condition's mechanism acted (issue 51); None: a baseline without the mechanism
+    mechanism: MechanismSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -96,9 +101,25 @@ class EvaluationSpec:
 
 
 @dataclass(frozen=True)
+class MechanismSpec:
+    """What shows a condition's mechanism acted (issue 51): ``figure`` (``experiments.mechanism``: a row metric, a
+    ``train.*`` figure, ``train.loss_tail`` — the loss over the last 20 % of steps — or ``start.<figure>``, the start
+    row's) against ``threshold``; active when the value is at or above it (``active_when: above``) or below it
+    (``below``). ``why``: the sentence the page prints (what the figure shows and why this threshold)."""
+
+    figure: str
+    threshold: float
+    why: str
+    active_when: Literal["above", "below"] = "above"
+
+
+@dataclass(frozen=True)
 class ComparisonSpec:
-    """A claim: ``a`` beats ``b`` on ``figures`` (``rule: beats``, the default), or ``a`` is at least ``b`` on them
-    (``rule: at_least``: behind on none); the rules are in ``experiments.verdicts``."""
+    """A claim: ``a`` beats ``b`` on ``figures`` (``rule: beats``, the default; the first figure is the primary one,
+    the paper's), or ``a`` is at least ``b`` on them within ``margin`` points (``rule: at_least``); the rules are in
+    ``experiments.verdicts``. ``paper``: the table, figure and numbers of the paper the claim tests. ``across``:
+    what the compared rows may differ in beside the condition (``forward``, for a claim about the training forward);
+    rows of a seed that ran on different devices or precisions are never paired."""
 
     claim: str
     a: str
@@ -106,6 +127,9 @@ class ComparisonSpec:
     figures: tuple[str, ...]
     scale: AtLeastOne = 1
     rule: Literal["beats", "at_least"] = "beats"
+    paper: str = ""
+    margin: Annotated[float, Range(ge=0)] = 0.5
+    across: tuple[Literal["forward"], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -192,7 +216,8 @@ class Question:
                              seed=seed, device=device, precision=s.precision, dev=None,  # type: ignore[arg-type]
                              grad_cache=condition.grad_cache, grad_accumulation=condition.grad_accumulation,
                              interpolate_start=condition.interpolate_start, freeze=condition.freeze,
-                             embedding_updates=condition.embedding_updates)
+                             embedding_updates=condition.embedding_updates,
+                             packed_forward=condition.packed_forward)
 
     def planned(self) -> list[tuple[ConditionSpec, int, int]]:
         """Every (condition, seed, scale) the question asks for, in run order: scale, then seed, then condition (so a

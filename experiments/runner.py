@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from experiments import kits, shared_training
+from experiments import kits, mechanism, shared_training
 from experiments.figures import evaluation_settings, family, figures, tables_of
-from experiments.ledger import RowKey, safe_name, write_row
+from experiments.ledger import RowKey, read_rows, safe_name, write_row
 from experiments.paths import KITS, REPO, RUNS
 from experiments.question import ConditionSpec, Question
 from experiments.row_hash import start_hash, trained_hash
@@ -231,6 +231,9 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "concurrent_jobs": concurrent_jobs()}
     if training_from is not None:
         row["training_from"] = training_from
+    if any(c.mechanism for c in q.conditions):  # what shows the mechanism acted (None: a baseline without one)
+        row["mechanism"] = mechanism.measure(condition.mechanism, row,
+                                             mechanism.start_row(read_rows(results or q.results)))
     write_row(results or q.results, row)
     shutil.rmtree(folder, ignore_errors=True)
     if kept.exists() and not shared_training.pending_siblings(q, condition, seed, scale, hashes, results):

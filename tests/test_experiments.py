@@ -130,21 +130,41 @@ def test_a_difference_is_ahead_only_beyond_two_standard_errors_of_the_paired_dif
 
 
 def test_claim_verdicts() -> None:
-    def d(outcome: str) -> verdicts.Difference:
-        return verdicts.Difference("f", 3, 1.0, 1.0, 0.0, 0.1, outcome)
+    """The calibrated rule (experiments/verdicts.py): A must be shown ahead on the primary (first) figure at α 0.05
+    and behind on none at α 0.05 / k; "does not hold" needs B shown ahead, never merely A not shown ahead."""
+    def d(delta: float, se: float = 0.05, n: int = 3) -> verdicts.Difference:
+        return verdicts.Difference("f", n, 80.0 + delta, 80.0, delta, None, "tied", se=se)
 
-    assert verdicts.claim_verdict([d("ahead"), d("ahead"), d("ahead"), d("tied")]) == "holds"
-    assert verdicts.claim_verdict([d("ahead"), d("ahead"), d("ahead"), d("behind")]) == "inconclusive"
-    assert verdicts.claim_verdict([d("behind"), d("tied"), d("tied"), d("tied")]) == "does not hold"
-    assert verdicts.claim_verdict([d("tied")] * 4) == "inconclusive"
-    assert verdicts.claim_verdict([d("ahead"), d("pending")]) == "pending"
-    # "A is at least B" (rule: at_least): ties count, one figure behind refutes it
-    assert verdicts.claim_verdict([d("tied")] * 4, "at_least") == "holds"
-    assert verdicts.claim_verdict([d("ahead"), d("tied")], "at_least") == "holds"
-    assert verdicts.claim_verdict([d("ahead"), d("ahead"), d("behind")], "at_least") == "does not hold"
-    assert verdicts.claim_verdict([d("tied"), d("pending")], "at_least") == "pending"
+    # n 3: the primary's bar at α 0.05 is t(0.975, 2)·se = 4.30·se; the others' at α 0.05/4: t(0.99375, 2)·se = 8.86·se
+    assert verdicts.claim_verdict([d(0.3), d(0.0), d(0.0), d(0.0)]) == "holds"  # 0.3 > 0.215
+    assert verdicts.claim_verdict([d(0.2), d(0.0), d(0.0), d(0.0)]) == "inconclusive"  # 0.2 < 0.215
+    assert verdicts.claim_verdict([d(0.0), d(0.3), d(0.3), d(0.3)]) == "inconclusive"  # not ahead on the primary
+    assert verdicts.claim_verdict([d(0.3), d(0.0), d(0.0), d(-0.5)]) == "does not hold"  # B ahead beyond 0.443
+    assert verdicts.claim_verdict([d(0.3), d(0.0), d(0.0), d(-0.4)]) == "holds"  # −0.4: within the corrected bar
+    assert verdicts.claim_verdict([d(-0.3), d(0.0)]) == "inconclusive"  # behind at α but not at α/2
+    assert verdicts.claim_verdict([d(-0.3)]) == "does not hold"  # one figure: α/1
+    assert verdicts.claim_verdict([d(0.3), d(0.3, n=2)]) == "pending"
+    assert verdicts.claim_verdict([d(0.05, se=0.0)]) == "inconclusive"  # below 0.1 points: a tie
+    # "A is at least B" within the margin 0.5: the 95 % interval of A − B (±4.30·se) against −0.5
+    assert verdicts.claim_verdict([d(0.0), d(0.1)], "at_least") == "holds"  # [−0.215, 0.215] above −0.5
+    assert verdicts.claim_verdict([d(-0.4), d(0.0)], "at_least") == "inconclusive"  # [−0.615, −0.185]
+    assert verdicts.claim_verdict([d(-0.8), d(0.0)], "at_least") == "does not hold"  # [−1.015, −0.585]
+    assert verdicts.claim_verdict([d(-0.4), d(0.0)], "at_least", margin=1.0) == "holds"
+    assert verdicts.claim_verdict([d(0.0), d(0.0, n=2)], "at_least") == "pending"
     with pytest.raises(ValueError, match="rule must be"):
-        verdicts.claim_verdict([d("tied")], "not_worse")
+        verdicts.claim_verdict([d(0.0)], "not_worse")
+
+
+def test_comparisons_pair_only_rows_that_ran_alike() -> None:
+    """Seeds whose two rows ran on different devices, precisions or training forwards are left out of a comparison
+    (a claim about the forward names it in ``across``); rows before issue 50 record no forward: the padded one."""
+    rows = [{**_row("A", 13, f=1.0), "device": "cuda"}, {**_row("B", 13, f=0.0), "device": "cpu"},
+            {**_row("A", 14, f=1.0), "device": "cpu", "forward": "packed"}, {**_row("B", 14, f=0.0), "device": "cpu"},
+            {**_row("A", 15, f=1.0), "device": "cpu"}, {**_row("B", 15, f=0.0), "device": "cpu",
+                                                       "forward": "padded"}]
+    seeds, out = verdicts.like_with_like(rows, "A", "B", 1)
+    assert seeds == {15} and len(out) == 2 and "seed 13: cuda/fp32/padded against cpu/fp32/padded" in out[0]
+    assert verdicts.like_with_like(rows, "A", "B", 1, across=("forward",))[0] == {14, 15}
 
 
 def test_the_at_least_claims_of_the_questions_read_and_render_their_rule() -> None:
@@ -157,7 +177,7 @@ def test_the_at_least_claims_of_the_questions_read_and_render_their_rule() -> No
         assert c.rule == "at_least"
         assert all(o.rule == "beats" for o in q.comparisons if o is not c)
         page = (REPO / "experiments" / name / "RESULTS.md").read_text(encoding="utf-8")  # generated: tested above
-        assert "(rule: A at least B)" in page and "A claim that A is *at least* B" in page
+        assert "(rule: A at least B, margin" in page and "A claim that A is *at least* B" in page
 
 
 def test_the_decision_keeps_the_incumbent_unless_a_candidate_is_ahead_by_the_bar() -> None:
@@ -200,16 +220,16 @@ def test_a_candidate_below_the_start_on_a_kept_figure_cannot_replace_the_incumbe
 
 
 def test_a_keep_claim_holds_within_the_tolerance_of_the_start_and_reads_lower_is_better_figures() -> None:
-    """``keeps``: the condition's mean over seeds against the start's one value; 0.4 below on a higher-is-better
-    figure is kept at tolerance 0.5, 0.6 below is lost; xSIM's error 0.6 *above* the start's is lost, 0.6 below kept;
-    fewer than 3 seeds or no start row: pending."""
+    """``keeps``: the condition's mean over seeds, with its 95 % interval, against the start's one value; seeds
+    spread ±0.02 (interval ±0.05): 0.4 below on a higher-is-better figure is kept at tolerance 0.5, 0.6 below is
+    lost; xSIM's error 0.6 *above* the start's is lost, 0.6 below kept; seeds spread ±0.2 (interval ±0.50) leave
+    0.4 below unclear; fewer than 3 seeds or no start row: pending."""
     figs = ["final.stsb_mono", "final.xsim_error"]
     start = {**_row("start", 0, 0, **{figs[0]: 80.0, figs[1]: 5.0}), "scale": 0}
 
-    def rows(mono: float, xsim: float, seeds: tuple[int, ...] = (13, 14, 15)) -> list[dict]:
-        # seeds spread ±0.2 around the mean
+    def rows(mono: float, xsim: float, seeds: tuple[int, ...] = (13, 14, 15), spread: float = 0.02) -> list[dict]:
         return [start] + [_row("c", s, **{figs[0]: mono + d, figs[1]: xsim - d})
-                          for s, d in zip(seeds, (-0.2, 0.0, 0.2), strict=False)]
+                          for s, d in zip(seeds, (-spread, 0.0, spread), strict=False)]
 
     def verdict(rs: list[dict], tolerance: float = 0.5) -> tuple[str, list[str]]:
         kepts = [verdicts.kept(rs, "c", f, tolerance, 1) for f in figs]
@@ -219,6 +239,7 @@ def test_a_keep_claim_holds_within_the_tolerance_of_the_start_and_reads_lower_is
     assert verdict(rows(79.4, 4.4)) == ("does not hold", ["lost", "kept"])
     assert verdict(rows(79.6, 5.6)) == ("does not hold", ["kept", "lost"])
     assert verdict(rows(79.4, 4.4), tolerance=0.7) == ("holds", ["kept", "kept"])
+    assert verdict(rows(79.6, 4.4, spread=0.2)) == ("inconclusive", ["unclear", "kept"])
     assert verdict(rows(79.6, 4.4, seeds=(13, 14)))[0] == "pending"
     assert verdict(rows(79.6, 4.4)[1:])[0] == "pending"
     k = verdicts.kept(rows(79.4, 4.4), "c", figs[0], 0.5, 1)
@@ -311,7 +332,8 @@ def test_a_scale_heading_names_the_conditions_that_train_their_own_steps(tmp_pat
     assert _own_steps(q, 1) == f"; 120 steps: {names[0]}, {names[1]}"
     assert _own_steps(q, 10) == ""  # those conditions do not run at ×10
     page = (REPO / "experiments" / "me5_recipes" / "RESULTS.md").read_text(encoding="utf-8")
-    assert "## ×1 (60 steps, batch ×1; 300 steps: " in page and "me5-mpcl, me5-mpcl lazy), fp32" in page
+    assert "## ×1 (60 steps, batch ×1; 300 steps: " in page
+    assert "me5-mpcl, me5-mpcl lazy, me5-mpcl packed), fp32" in page
 
 
 def test_the_decision_table_shows_each_condition_against_the_start_on_every_decision_figure(
