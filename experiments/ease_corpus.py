@@ -7,6 +7,8 @@ artifact cache, calling the same stage functions with the same arguments in the 
     wiki_shard.<lang>.<i> ─► wiki_extract.<lang> ─────┴─► entities ─► hard_negatives
                                                                   └──► entity_vectors
 
+(``entity_vectors`` also reads ``wikidata``: the sitelink title of a vocabulary entity whose page the dump lacks.)
+
 Inputs: the five dumps ``<data>/wikipedia/{en,ja,el,uk,vi}wiki-sample.xml.bz2`` (``data`` is the shared data folder,
 ``../shared/data`` or ``POLYSENT_SHARED_DATA``) and the repo's Wikidata fixture
 ``tests/fixtures/wikidata/sample-pages.jsonl``. Settings: the ``corpora`` section of
@@ -26,6 +28,13 @@ Every stage writes into its own folder under ``out`` (named as the DAG's nodes: 
 DAG hands them to training (``ArtifactRef.table_path``): ``hard_negatives/hard_negatives`` (hive-partitioned by
 ``lang``) and ``entity_vectors/entity_vectors.parquet``, read by ``models.training.corpus_tables.load_entity_pairs``.
 
+Held-out pairs (:func:`hold_out_entity_pairs`, the kit's ``eval_entity_pairs``): the entity term's witness is
+sentence → entity retrieval on pairs never trained on (``models.evaluation.entity_retrieval``). Whole pages are held
+out — every :data:`HELD_OUT_PAGES_EVERY`-th page of each language in ``page_id`` order (the 5th, 10th, …; as
+NTREX's every 5th document for xSIM) — so no held-out sentence, nor any other sentence of its page, is trained on;
+a row of a training page whose text also occurs on a held-out page goes to the held-out side too, so the two sides
+share no sentence. Deterministic (no draw), per language (each keeps about a fifth of its pages).
+
     python -m experiments.ease_corpus [--data DIR] [--out DIR]
 """
 
@@ -37,6 +46,7 @@ import logging
 import shutil
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +71,7 @@ defaults of the project (5 iterations, window 5, 5 negatives, min counts 5, link
 ``word_neg_power`` 0.75), one worker (bit-reproducible, and it leaves a core to other jobs)."""
 
 log = logging.getLogger("polysent.experiments.ease_corpus")
+HELD_OUT_PAGES_EVERY = 5  # every 5th page of a language (page_id order) is held out of EASE's training pairs
 
 
 def _config(config: Path) -> dict[str, Any]:
@@ -169,7 +180,7 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
     t = time.perf_counter()
     vec_dir = _stage(out, "entity_vectors")
     vec_result: StageResult = build_entity_vectors(vectors, dumps.get(vectors.language), ent_dir,
-                                                   languages[vectors.language], vec_dir)
+                                                   languages[vectors.language], vec_dir, wd_dir)
     seconds["entity_vectors"] = time.perf_counter() - t
 
     paths = {"hard_negatives": hn_dir / hn_result.tables["hard_negatives"],
@@ -184,6 +195,72 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
           f"{time.perf_counter() - t_start:.0f} s "
           f"({', '.join(f'{k} {v:.0f}' for k, v in seconds.items())})", flush=True)
     return paths
+
+
+def held_out_rows(langs: list[str], pages: list[int], texts: list[str],
+                  every: int = HELD_OUT_PAGES_EVERY) -> list[bool]:
+    """Which rows are held out: those of every ``every``-th page of their language (sorted ``page_id``s, the
+    ``every``-th, ``2·every``-th, …) and those whose text occurs on such a page (module docstring)."""
+    if every < 2:
+        raise ValueError(f"every must be ≥ 2 (1 would hold out every page), got {every}")
+    by_lang: dict[str, list[int]] = {}
+    for lang, page in sorted(set(zip(langs, pages, strict=True))):
+        by_lang.setdefault(lang, []).append(page)
+    held_pages = {(lang, p) for lang, ps in by_lang.items() for p in ps[every - 1::every]}
+    on_held = {t for t, lang, p in zip(texts, langs, pages, strict=True) if (lang, p) in held_pages}
+    return [(lang, p) in held_pages or t in on_held for t, lang, p in zip(texts, langs, pages, strict=True)]
+
+
+def hold_out_entity_pairs(hard_negatives: Path, train_out: Path, held_out: Path,
+                          every: int = HELD_OUT_PAGES_EVERY) -> dict[str, Any]:
+    """Split EASE's ``hard_negatives`` table into training pairs and held-out pairs (:func:`held_out_rows`).
+
+    Args:
+        hard_negatives: the table (hive-partitioned by ``lang``, or a Parquet file with a ``lang`` column).
+        train_out: folder written with the training rows in the stage's layout (``lang=<xx>/part-00000.parquet``,
+            read by ``models.training.corpus_tables.load_entity_pairs``); must not exist.
+        held_out: Parquet file written with the held-out rows (every column, ``lang`` included), the witness's
+            ``eval_entity_pairs``.
+        every: every ``every``-th page of a language is held out (default 5).
+
+    Returns:
+        Counts: rows, pages and distinct texts on each side, held-out rows per language, the held-out entities and
+        how many of them have no training pair (their head row is then trained as a negative only, or not at all).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    t = ds.dataset(str(hard_negatives), format="parquet", partitioning="hive").to_table()
+    t = t.set_column(t.schema.get_field_index("lang"), "lang", t.column("lang").cast(pa.string()))
+    langs, pages, texts = t.column("lang").to_pylist(), t.column("page_id").to_pylist(), t.column("text").to_pylist()
+    mask = pa.array(held_out_rows(langs, pages, texts, every))
+    train, held = t.filter(pc.invert(mask)), t.filter(mask)
+    if train.num_rows == 0 or held.num_rows == 0:
+        raise ValueError(f"{hard_negatives}: holding out every {every}th page leaves {train.num_rows} training and "
+                         f"{held.num_rows} held-out rows; both sides need rows")
+    train_out.mkdir(parents=True)
+    for lang in sorted(set(train.column("lang").to_pylist())):
+        part = train.filter(pc.equal(train.column("lang"), lang)).drop_columns(["lang"])
+        (train_out / f"lang={lang}").mkdir()
+        pq.write_table(part, train_out / f"lang={lang}" / "part-00000.parquet")
+    held_out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(held, held_out)
+    trained_entities = set(train.column("entity").to_pylist())
+    held_entities = sorted(set(held.column("entity").to_pylist()))
+
+    def side(x: pa.Table) -> dict[str, int]:
+        return {"rows": x.num_rows, "pages": len(set(zip(x.column("lang").to_pylist(),
+                                                         x.column("page_id").to_pylist(), strict=True))),
+                "texts": len(set(x.column("text").to_pylist()))}
+
+    stats = {"every": every, "train": side(train), "held_out": side(held),
+             "held_out_per_language": dict(sorted(Counter(held.column("lang").to_pylist()).items())),
+             "held_out_entities": len(held_entities),
+             "held_out_entities_without_training_pair": [e for e in held_entities if e not in trained_entities]}
+    log.info("EASE held-out pairs: every %dth page of each language: %s held out, %s left to train", every,
+             stats["held_out"], stats["train"])
+    return stats
 
 
 def main(argv: list[str] | None = None) -> int:

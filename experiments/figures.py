@@ -14,6 +14,17 @@ for every figure except ``xsim_error`` (``LOWER_IS_BETTER``).
 | ``xsim_error`` | xSIM error rate % (ratio margin, x → en), mean over languages |
 | ``mewsc_accuracy`` | MewsC-16 k-means + Hungarian accuracy (EASE's protocol), mean over languages |
 | ``train.<column>`` | a ``train_steps`` column read at the run's last probed update (``experiments.runner``) |
+| ``entity_retrieval_acc`` | EASE's witness: sentence → entity top-1 % on the kit's held-out pairs, trained head |
+| ``entity_retrieval_start`` | the same at the run's start: start encoder, the head as initialised (same W₀) |
+| ``entity_retrieval_gain`` / ``_gain_se`` | acc − start (points; paired, same pairs) and its standard error |
+| ``entity_retrieval_mrr`` | mean reciprocal rank × 100 of the trained head |
+| ``entity_retrieval_chance`` / ``_blind`` | 1/candidates × 100; the held-out majority entity's share × 100 |
+| ``entity_retrieval_balanced`` (``_start``, ``_gain``, ``_gain_se``) | top-1 per entity first (blind ranking: chance) |
+| ``entity_head_movement`` | ‖W_trained − W_init‖_F / ‖W_init‖_F of the entity head (a fraction) |
+
+The ``entity_*`` figures (``ENTITY_FIGURES``) are not scored by the evaluation suite: ``experiments.entity_witness``
+computes them from the run's entity head (``<run>/entity_head/``) and the kit's ``eval_entity_pairs``;
+``scored_by_suite`` tells the two kinds apart.
 """
 
 from __future__ import annotations
@@ -24,18 +35,23 @@ from pathlib import Path
 
 LOWER_IS_BETTER = frozenset({"xsim_error"})
 STSB_DATASET = "stsb-multi-mt"  # the ``dataset`` value of STS-B multi-mt rows (``pipelines.eval_sets.sts``)
+ENTITY_FIGURES = ("entity_retrieval_acc", "entity_retrieval_start", "entity_retrieval_gain",
+                  "entity_retrieval_gain_se", "entity_retrieval_balanced", "entity_retrieval_balanced_start",
+                  "entity_retrieval_balanced_gain", "entity_retrieval_balanced_gain_se", "entity_retrieval_mrr",
+                  "entity_retrieval_chance", "entity_retrieval_blind", "entity_head_movement")
 KNOWN = ("tatoeba_trained", "tatoeba_untrained", "tatoeba_mean", "bucc_f1", "sts17", "sts17_mono", "sts17_cross",
-         "stsb_mono", "stsb_cross", "xsim_error", "mewsc_accuracy")
+         "stsb_mono", "stsb_cross", "xsim_error", "mewsc_accuracy", *ENTITY_FIGURES)
 
 
 # the kit tables (``experiments.kits.tables``) each figure family is scored on
 _FAMILY_TABLES = {"tatoeba": ("eval_tatoeba",), "bucc": ("eval_bucc", "eval_bucc_gold"), "sts17": ("eval_sts",),
-                  "stsb": ("eval_sts",), "xsim": ("eval_parallel",), "mewsc": ("eval_clustering",)}
+                  "stsb": ("eval_sts",), "xsim": ("eval_parallel",), "mewsc": ("eval_clustering",),
+                  "entity": ("eval_entity_pairs",)}
 
 
 def family(figure: str) -> str:
-    """The family of a figure (``tatoeba``, ``bucc``, ``sts17``, ``stsb``, ``xsim``, ``mewsc``): the figures one
-    evaluation task computes from the same tables, e.g. ``tatoeba_untrained`` and ``tatoeba.deu``."""
+    """The family of a figure (``tatoeba``, ``bucc``, ``sts17``, ``stsb``, ``xsim``, ``mewsc``, ``entity``): the
+    figures one evaluation task computes from the same tables, e.g. ``tatoeba_untrained`` and ``tatoeba.deu``."""
     base = figure.removeprefix("decision.").removeprefix("final.")
     return base.split(".")[0].split("_")[0]
 
@@ -47,6 +63,12 @@ def tables_of(figure: str) -> tuple[str, ...]:
     except KeyError:
         raise ValueError(f"figure {figure!r}: no evaluation table known for it; expected one of {', '.join(KNOWN)} "
                          "(decision./final. prefixes allowed)") from None
+
+
+def scored_by_suite(figure: str) -> bool:
+    """Whether the evaluation suite scores ``figure`` (``score`` in ``experiments.runner``): not a ``train.*`` figure
+    (read from the training log) nor an ``entity_*`` one (``experiments.entity_witness``)."""
+    return not figure.startswith("train.") and family(figure) != "entity"
 
 
 def on_report_sets(figure: str) -> bool:
@@ -107,8 +129,7 @@ def evaluation_settings(names: Sequence[str], batch_size: int) -> object:
         XsimSettings,
     )
 
-    base = {n.removeprefix("decision.").removeprefix("final.").split(".")[0] for n in names
-            if not n.startswith("train.")}
+    base = {n.removeprefix("decision.").removeprefix("final.").split(".")[0] for n in names if scored_by_suite(n)}
     sts = tuple(sorted({"sts17" for n in base if n.startswith("sts17")} |
                        {STSB_DATASET for n in base if n.startswith("stsb")}))
     return EvaluationSettings(

@@ -12,9 +12,12 @@ Kits:
 - ``me5_replication`` — the five papers' claims from multilingual-e5-small. XNLI dev + test groups (en de fr es ru zh)
   and their single pairs (MPCL §3.5); NLI triples from XNLI dev (mSimCSE); en/es-pivot bitext with equal quotas from
   NTREX-128's *training* documents (de fr es ru zh), Multi30k train (en-de, en-fr) and the OPUS TMX file (en-es);
-  EASE's sentence–entity pairs and vectors from the Wikipedia samples. Report sets: Tatoeba (pairs ``idx <
-  tatoeba_report_pairs`` of every language), BUCC zh-en sample, STS17, MewsC-16 (500 texts a language, hash-chosen)
-  and xSIM on NTREX's held-out documents (every 5th document). Decision sets, disjoint from those rows: Tatoeba pairs
+  EASE's sentence–entity pairs and vectors from the Wikipedia samples, less the held-out pages. Report sets: Tatoeba
+  (pairs ``idx < tatoeba_report_pairs`` of every language), BUCC zh-en sample, STS17, MewsC-16 (500 texts a
+  language, hash-chosen), xSIM on NTREX's held-out documents (every 5th document) and EASE's held-out (sentence,
+  entity) pairs ``eval_entity_pairs`` (every 5th page of each language, no sentence shared with the training pairs:
+  ``experiments.ease_corpus.hold_out_entity_pairs``), which the entity term's retrieval witness scores
+  (``experiments.entity_witness``). Decision sets, disjoint from those rows: Tatoeba pairs
   ``idx`` in ``DECISION_TATOEBA`` (the tail of each file; languages whose file is shorter have none) and STS-B
   multi-mt *dev* (en de es fr; every third pair, 500 a language, so each of its genres is sampled in proportion; the
   report shows STS17 test), monolingual and cross-lingual.
@@ -335,16 +338,21 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
              "xnli_single_pairs": dirs["xnli"] / xnli.tables["xnli_single_pairs"],
              "nli_triples": dirs["nli"] / nli.tables["nli_triples"],
              "bitext_pairs": dirs["bitext"] / bitext.tables["bitext_pairs"]}
-    from experiments.ease_corpus import prepare_ease
+    from experiments.ease_corpus import hold_out_entity_pairs, prepare_ease
 
-    for name, path in prepare_ease(data, work / "ease-build").items():  # keep the two tables, not the stages' files
-        (work / "ease").mkdir(exist_ok=True)
-        train[name] = work / "ease" / path.name
-        path.rename(train[name])
+    built = prepare_ease(data, work / "ease-build")
+    (work / "ease").mkdir()
+    train["entity_vectors"] = work / "ease" / built["entity_vectors"].name
+    built["entity_vectors"].rename(train["entity_vectors"])
+    # EASE's retrieval witness scores pairs never trained on: every 5th page of each language is held out
+    train["hard_negatives"] = work / "ease" / "hard_negatives"
+    report_t["eval_entity_pairs"] = dirs["report"] / "eval_entity_pairs.parquet"
+    ease_held_out = hold_out_entity_pairs(built["hard_negatives"], train["hard_negatives"],
+                                          report_t["eval_entity_pairs"])
     shutil.rmtree(work / "ease-build")
     stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "rows": rows, "clustering": clustering,
              "tatoeba_report_pairs": tatoeba_report_pairs, "decision_tatoeba": DECISION_TATOEBA,
-             "decision_stsb_every": DECISION_STSB_EVERY}
+             "decision_stsb_every": DECISION_STSB_EVERY, "ease_held_out": ease_held_out}
     return {"tables": {"train": _rel(train, work), "report": _rel(report_t, work), "decision": _rel(decision_t, work),
                        "full": _rel(full_t, work)},
             "stats": stats}

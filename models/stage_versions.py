@@ -4,7 +4,7 @@ Bump a stage's version whenever a change alters what it writes; its artifacts an
 """
 
 TOKENIZER = "1"
-TRAIN = "9"  # 1: InfoNCE on groups; 2: the training engine (objectives, components, GradCache, export);
+TRAIN = "10"  # 1: InfoNCE on groups; 2: the training engine (objectives, components, GradCache, export);
 #   3: prompts (the default prompt in the training forward, saved in the export) and no-pooler exports marked for ST
 #   4: paper fidelity (MPCL scaling readings / K = 5 / contradiction-only hard negatives, VMSST-CONTRASTIVE weighting,
 #      one VMSST decoder, semantic side per row, soft-label column target and TMS terms)
@@ -17,4 +17,6 @@ TRAIN = "9"  # 1: InfoNCE on groups; 2: the training engine (objectives, compone
 #      before, which moved the output of a student without a trailing Normalize); start_distill
 #   9: the training step at the hardware's speed: the packed (unpadded) training forward, whose dropout masks are
 #      drawn for the real tokens only; fused AdamW on the CPU; the word-embedding table by rows (same maths)
+#  10: an objective's own trained parameters exported beside the model (EASE's entity head, trained and initial, in
+#      entity_head/, for the entity term's retrieval witness); the stats record the head's movement
 EVALUATE = "3"  # 1: evaluate_tatoeba only; 2: the evaluation suite; 3: the pair_classification task

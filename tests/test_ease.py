@@ -97,6 +97,31 @@ def test_defaults_are_the_papers_and_the_code_readings_are_settings() -> None:
             code.duplicate_negatives) == (8, 1.0, True, True, "mask")
 
 
+def test_simcse_weight_scales_the_dropout_term_and_zero_leaves_the_entity_term_alone() -> None:
+    """``simcse_weight`` μ (issue 51's entity-only diagnostic): L = μ·L_s + λ·L_e; μ 1 (the default) is the paper's
+    sum to the bit, μ 0 the entity term alone; the field stays out of cache keys at its default."""
+    from models.objectives.simcse import simcse_loss
+    from models.settings import key_view
+    from models.settings_io import to_mapping
+
+    g = torch.Generator().manual_seed(0)
+    z1, z2, e, n = (torch.randn(6, 8, generator=g, dtype=torch.float64) for _ in range(4))
+    s_term = simcse_loss(z1, z2, temperature=0.05).item()
+    e_term = ease_entity_loss(z1, e, n, 0.1).item()
+    both = ease_loss(z1, z2, e, n, entity_temperature=0.1, entity_weight=0.5)
+    assert both.item() == ease_loss(z1, z2, e, n, entity_temperature=0.1, entity_weight=0.5, simcse_weight=1.0).item()
+    assert both.item() == pytest.approx(s_term + 0.5 * e_term, rel=1e-12)
+    alone = ease_loss(z1, z2, e, n, entity_temperature=0.1, entity_weight=1.0, simcse_weight=0.0)
+    assert alone.item() == pytest.approx(e_term, rel=1e-12)
+    half = ease_loss(z1, z2, e, n, entity_temperature=0.1, entity_weight=1.0, simcse_weight=0.5)
+    assert half.item() == pytest.approx(0.5 * s_term + e_term, rel=1e-12)
+    def keyed(o: EaseObjective) -> dict:
+        return key_view({"objectives": [to_mapping(o)]})["objectives"][0]
+
+    assert "simcse_weight" not in keyed(EaseObjective())
+    assert keyed(EaseObjective(simcse_weight=0.0))["simcse_weight"] == 0.0
+
+
 def test_hard_negative_weight_zero_keeps_the_hard_negative_only_in_the_denominator() -> None:
     s = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     e = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)  # cos(s, e) = [[1, R], [0, R]]
@@ -457,3 +482,234 @@ def test_entity_vectors_train_five_iterations_unless_a_config_says_otherwise() -
     assert EntityVectorSettings().iterations == 5
     assert load_config(REPO / "configs" / "default.yaml").corpora.entity_vectors.iterations == 1
     assert load_config(REPO / "configs" / "paper" / "ease-mbert.yaml").corpora.entity_vectors.iterations == 5
+
+
+# ---------------------------------------------------------------------------------------------- the retrieval witness
+def test_rank_entities_scores_top1_mrr_and_chance_with_ties_and_the_sentences_other_links_filtered() -> None:
+    """The witness's maths on hand-made vectors: an exact head gives 1; a head scoring every entity alike sits exactly
+    at chance (ties in random order, in expectation) for top-1 and MRR; a sentence's other links are not candidates
+    for it; a random head over many balanced pairs is within three standard errors of chance."""
+    from models.evaluation.entity_retrieval import rank_entities
+
+    eye = np.eye(4)
+    exact = rank_entities(eye, eye, np.arange(4), np.arange(4))
+    assert (exact.accuracy, exact.mrr, exact.chance, exact.blind) == (1.0, 1.0, 0.25, 0.25)
+    flat = rank_entities(eye, np.ones((4, 4)), np.arange(4), np.arange(4))
+    assert flat.accuracy == pytest.approx(0.25) and flat.mrr == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    assert flat.mrr == pytest.approx(flat.chance_mrr) and np.allclose(flat.per_pair, 0.25)
+    # sentence 0 links entities 0 and 1 and lies nearer 1: for the pair (0, 0), entity 1 is not a candidate
+    s = np.array([[0.6, 0.8, 0.0], [0.0, 0.0, 1.0]])
+    e = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    two = rank_entities(s, e, np.array([0, 0, 1]), np.array([0, 1, 2]))
+    assert two.per_pair.tolist() == [1.0, 1.0, 1.0]
+    assert two.chance == pytest.approx((1 / 2 + 1 / 2 + 1 / 3) / 3) and two.sentences == 2
+    wrong = rank_entities(np.array([[0.0, 1.0, 0.0]]), e, np.array([0]), np.array([0]))
+    # entity 1 above the answer, entity 2 tied with it: rank 2 or 3, each half the time
+    assert wrong.accuracy == 0.0 and wrong.mrr == pytest.approx((1 / 2 + 1 / 3) / 2)
+    # a sentence-blind ranking (entity 0 first for every sentence) on skewed answers: its top-1 is the majority's
+    # share, its top-1 per entity is chance whichever entity it names
+    blind = rank_entities(np.tile([1.0, 0.0, 0.0, 0.0], (9, 1)), np.array([[1.0, 0, 0, 0], [0.9, 0.1, 0, 0],
+                                                                            [0.8, 0, 0.2, 0], [0.7, 0, 0, 0.3]]),
+                          np.arange(9), np.array([0] * 6 + [1, 2, 3]))
+    assert blind.accuracy == pytest.approx(6 / 9) == pytest.approx(blind.blind)
+    assert blind.balanced == pytest.approx(0.25) == pytest.approx(blind.balanced_chance)
+    assert blind.weights.sum() == pytest.approx(1.0) and exact.balanced == 1.0
+    rng = np.random.default_rng(0)
+    n, c = 4000, 20
+    rand = rank_entities(rng.normal(size=(n, 16)), rng.normal(size=(c, 16)), np.arange(n), np.arange(n) % c)
+    assert abs(rand.accuracy - 1 / c) < 3 * math.sqrt((1 / c) * (1 - 1 / c) / n)
+    with pytest.raises(ValueError, match="out of range"):
+        rank_entities(eye, eye, np.array([0]), np.array([4]))
+
+
+def _entity_pairs(n_entities: int, per_entity: int) -> tuple[list[str], list[int]]:
+    s = _premises()
+    texts = s[:n_entities * per_entity]
+    return texts, [1 + i % n_entities for i in range(len(texts))]
+
+
+def test_the_witness_is_at_chance_for_a_random_head_and_near_one_for_a_head_onto_each_sentences_entity(
+        corpus: dict[str, Path]) -> None:
+    """Through a tiny encoder: a head whose entity k is the mean embedding of entity k's sentences ranks nearly every
+    sentence's own entity first; random heads (Wikipedia2Vec-like random table, PyTorch's W) average chance."""
+    from models.evaluation.entity_retrieval import witness
+    from models.objectives.ease.entity_head import EntityHead
+
+    n, per = 12, 2
+    texts, ids = _entity_pairs(n, per)
+    enc = _encoder(corpus).eval()
+    z = enc.encode(texts, normalize=True)
+    onto = EntityHead(n, n, DIM)
+    with torch.no_grad():
+        onto.embedding.weight.copy_(torch.cat([torch.zeros(1, n), torch.eye(n)]))
+        means = np.stack([z[[i for i in range(len(ids)) if ids[i] == k]].mean(axis=0) for k in range(1, n + 1)])
+        onto.linear.weight.copy_(torch.from_numpy(means.T))
+    good = witness(enc, onto, texts, ids)
+    assert good.accuracy >= 0.9 and good.mrr >= 0.9 and good.chance == pytest.approx(1 / n)
+    assert (good.pairs, good.sentences, good.candidates, good.dropped) == (n * per, n * per, n, 0)
+    rng = np.random.default_rng(3)
+    accs = [witness(enc, EntityHead.from_vectors(rng.normal(size=(n, 16)).astype(np.float32), DIM, init_seed=k),
+                    texts, ids, sentence_vectors=z).accuracy for k in range(20)]
+    assert abs(float(np.mean(accs)) - 1 / n) < 0.05
+    # a pair whose entity the head has no row for (id 0) is dropped and counted, not scored
+    partial = witness(enc, onto, texts, [0, *ids[1:]])
+    assert (partial.pairs, partial.dropped) == (n * per - 1, 1)
+
+
+def test_a_run_writes_its_entity_head_trained_and_initial_and_its_movement(tmp_path: Path,
+                                                                            corpus: dict[str, Path]) -> None:
+    """``train`` exports the EASE head beside the model (``entity_head/ease.safetensors``): the initial state is the
+    head a fresh build of the run draws (the witness's start), the trained one the run's last; the stats record
+    ‖W − W₀‖/‖W₀‖ as computed from the file; equal heads give equal bytes (an artifact's content hash)."""
+    from models.objectives.ease.entity_head import load_heads
+    from models.training.train import train
+
+    settings = TrainSettings(objectives=(EaseObjective(batch_size=8, entity_weight=1.0),), encoder=ENCODER, steps=3,
+                             lr=1e-2, warmup_steps=0, seed=3, device="cpu")
+    tables = {k: corpus[k] for k in ("hard_negatives", "entity_vectors")}
+    res = train(settings, tables, tmp_path / "run", tokenizer_dir=corpus["tokenizer"], progress=False,
+                keep_checkpoints_after=False)
+    got = res.stats["components"]["ease"]
+    assert got["entity_head"] == "entity_head/ease.safetensors" and (tmp_path / "run" / "model").is_dir()
+    heads = load_heads(tmp_path / "run" / got["entity_head"])
+    assert heads.entities == [f"Q{k}" for k in sorted(range(1, 11), key=str)]  # the run's sorted vocabulary
+    assert heads.meta["steps"] == 3 and heads.meta["entity_temperature"] == 10.0
+    fresh = settings.objectives[0].build("ease", tables, settings, 0, torch.device("cpu"), _encoder(corpus))
+    for k, v in fresh.modules["entities"].state_dict().items():
+        torch.testing.assert_close(heads.initial.state_dict()[k], v, rtol=0, atol=0)
+    w0, w1 = heads.initial.linear.weight, heads.trained.linear.weight
+    assert got["entity_head_movement"] == pytest.approx(float((w1 - w0).norm() / w0.norm()), rel=1e-5)
+    assert got["entity_head_movement"] > 0 and got["entity_table_movement"] > 0
+    assert heads.ids(["Q3", "nope"]).tolist() == [heads.entities.index("Q3") + 1, 0]
+    again = fresh.export(tmp_path / "again")  # a fresh build exported twice: the same bytes
+    fresh.export(tmp_path / "twice")
+    assert again["entity_head_movement"] == 0.0
+    assert (tmp_path / "again" / again["entity_head"]).read_bytes() == (tmp_path / "twice" / again["entity_head"]
+                                                                        ).read_bytes()
+    (tmp_path / "bad.safetensors").write_bytes((tmp_path / "run" / "model" / "model.safetensors").read_bytes())
+    with pytest.raises(ValueError, match="not an entity head file"):
+        load_heads(tmp_path / "bad.safetensors")
+
+
+def _ease_rows(pages: list[tuple[str, int]], texts: list[str], entities: list[str]) -> pa.Table:
+    n = len(texts)
+    return pa.table({"page_id": [p for _, p in pages], "sent_id": list(range(n)), "link_no": [0] * n,
+                     "text": texts, "entity": entities, "negative": ["Q99"] * n, "lang": [lang for lang, _ in pages]})
+
+
+def test_the_held_out_pairs_are_whole_pages_and_share_no_sentence_with_the_training_pairs(tmp_path: Path) -> None:
+    """``hold_out_entity_pairs``: every 5th page of each language (page_id order) is held out whole; a training-page
+    row whose text is also on a held-out page moves to the held-out side; the split is deterministic, loses no row,
+    writes the stage's hive layout (read by the trainer's reader) and a held-out file."""
+    from experiments.ease_corpus import hold_out_entity_pairs
+    from models.training.corpus_tables import load_entity_pairs
+
+    pages, texts, ents = [], [], []
+    for lang, n_pages in (("el", 12), ("vi", 7)):
+        for p in range(n_pages):
+            for k in range(p % 3 + 1):  # pages of 1–3 sentences
+                pages.append((lang, 100 + 10 * p))
+                texts.append(f"{lang} page {p} sentence {k}")
+                ents.append(f"Q{(p + k) % 4 + 1}")
+    texts[3] = "vi page 4 sentence 0"  # el's 3rd page (3 rows) repeats a sentence of vi's 5th page (held out)
+    src = tmp_path / "src"
+    for lang in ("el", "vi"):
+        (src / f"lang={lang}").mkdir(parents=True)
+        keep = [i for i, (x, _) in enumerate(pages) if x == lang]
+        t = _ease_rows([pages[i] for i in keep], [texts[i] for i in keep], [ents[i] for i in keep])
+        pq.write_table(t.drop_columns(["lang"]), src / f"lang={lang}" / "part-00000.parquet")
+    stats = hold_out_entity_pairs(src, tmp_path / "train", tmp_path / "held.parquet")
+    held = pq.read_table(tmp_path / "held.parquet").to_pydict()
+    train_t = ds_table(tmp_path / "train")
+    held_pages = set(zip(held["lang"], held["page_id"], strict=True))
+    want = {("el", 140), ("el", 190), ("vi", 140)}  # the 5th and 10th of el's 12 pages, the 5th of vi's 7
+    assert want <= held_pages and held_pages - want == {("el", 120)}  # el's 3rd page only through its repeated text
+    assert ("el", 120) in set(zip(train_t["lang"], train_t["page_id"], strict=True))  # its other rows still train
+    assert not set(held["text"]) & set(train_t["text"])
+    assert len(held["text"]) + len(train_t["text"]) == len(texts)
+    assert stats["held_out"]["rows"] == len(held["text"]) and stats["train"]["rows"] == len(train_t["text"])
+    assert sorted(p.name for p in (tmp_path / "train").iterdir()) == ["lang=el", "lang=vi"]
+    assert len(load_entity_pairs(tmp_path / "train", _vectors(tmp_path), require_negative=True)) == stats["train"][
+        "rows"]
+    hold_out_entity_pairs(src, tmp_path / "again", tmp_path / "again.parquet")
+    assert pq.read_table(tmp_path / "again.parquet").equals(pq.read_table(tmp_path / "held.parquet"))
+    with pytest.raises(ValueError, match="every must be ≥ 2"):
+        hold_out_entity_pairs(src, tmp_path / "x", tmp_path / "x.parquet", every=1)
+
+
+def ds_table(path: Path) -> dict[str, list]:
+    import pyarrow.dataset as ds
+
+    return ds.dataset(str(path), format="parquet", partitioning="hive").to_table().to_pydict()
+
+
+def _vectors(root: Path) -> Path:
+    vocab = [f"Q{k}" for k in range(1, 5)] + ["Q99"]
+    rng = np.random.default_rng(0)
+    pq.write_table(pa.table({"entity": vocab, "vector": [rng.normal(size=8).tolist() for _ in vocab]}),
+                   root / "vectors.parquet")
+    return root / "vectors.parquet"
+
+
+@pytest.fixture(scope="module")
+def cue_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """160 EASE pairs, one page each: entity k's sentences hold its cue word (a city) among five random words;
+    every 5th page held out (``hold_out_entity_pairs``: 32 pairs, 4 per entity); random 16-d entity vectors."""
+    from experiments.ease_corpus import hold_out_entity_pairs
+
+    root = tmp_path_factory.mktemp("cues")
+    words = list(dict.fromkeys(w.lower() for s in _premises() for w in s.split() if w.isalpha()))[:200]
+    cues = ["paris", "berlin", "tokyo", "athens", "hanoi", "kyiv", "madrid", "rome"]
+    rng = np.random.default_rng(0)
+    texts = []
+    for i in range(160):
+        fill = list(rng.choice(words, size=5))
+        fill.insert(int(rng.integers(0, 6)), cues[i % 8])
+        texts.append(" ".join(fill))
+    ents = [f"Q{i % 8 + 1}" for i in range(160)]
+    pq.write_table(_ease_rows([("en", i) for i in range(160)], texts, ents).set_column(
+        5, "negative", pa.array([f"Q{(i + 1) % 8 + 1}" for i in range(160)])), root / "all.parquet")
+    hold_out_entity_pairs(root / "all.parquet", root / "train", root / "held.parquet")
+    vocab = [f"Q{k}" for k in range(1, 9)]
+    pq.write_table(pa.table({"entity": vocab, "vector": [rng.normal(size=16).tolist() for _ in vocab]}),
+                   root / "vectors.parquet")
+    pq.write_table(pa.table({"text": texts}), root / "tok.parquet")
+    train_tokenizer(TokenizerSettings(vocab_size=400), {"t": root / "tok.parquet"}, root)
+    return {"hard_negatives": root / "train", "entity_vectors": root / "vectors.parquet", "held": root / "held.parquet",
+            "tokenizer": root / "tokenizer"}
+
+
+def test_a_strong_entity_term_raises_the_witness_above_chance_and_without_the_term_the_head_stays(
+        tmp_path: Path, cue_corpus: dict[str, Path]) -> None:
+    """The diagnostic condition (τ_e 0.1, λ 0.1) on a tiny random-init encoder, 40 steps: held-out sentence → entity
+    top-1 far above chance (1/8) and above the run's own start (the same seed's random init through W₀), by more
+    than twice its standard error, and W moved; ``entity_figures`` rebuilds that start from the run's settings. With
+    λ = 0 the head's only move is weight decay's shrink (≈ lr·wd·steps)."""
+    from experiments.entity_witness import entity_figures
+    from experiments.figures import ENTITY_FIGURES
+    from models.training.train import train
+
+    encoder = dataclasses.replace(ENCODER, dropout=0.1)
+    tables = {k: cue_corpus[k] for k in ("hard_negatives", "entity_vectors")}
+    got = {}
+    for name, weight in (("strong", 0.1), ("none", 0.0)):
+        settings = TrainSettings(objectives=(EaseObjective(batch_size=16, entity_temperature=0.1,
+                                                           entity_weight=weight),),
+                                 encoder=encoder, steps=40, lr=1e-2, warmup_steps=0, weight_decay=0.01, seed=5,
+                                 device="cpu")
+        train(settings, tables, tmp_path / name, tokenizer_dir=cue_corpus["tokenizer"], progress=False,
+              keep_checkpoints_after=False)
+        got[name] = entity_figures(["sts17", "entity_retrieval_gain"], settings, tmp_path / name,
+                                   tmp_path / name / "model", cue_corpus["held"], cue_corpus["tokenizer"], "cpu")
+    strong = got["strong"]
+    assert strong["entity_retrieval_chance"] == pytest.approx(12.5) and strong["entity_retrieval_blind"] == 12.5
+    assert strong["entity_retrieval_acc"] >= strong["entity_retrieval_chance"] + 20
+    assert strong["entity_retrieval_gain"] == pytest.approx(strong["entity_retrieval_acc"]
+                                                            - strong["entity_retrieval_start"])
+    assert strong["entity_retrieval_gain"] > max(15.0, 2 * strong["entity_retrieval_gain_se"])
+    assert strong["entity_retrieval_balanced_gain"] > max(15.0, 2 * strong["entity_retrieval_balanced_gain_se"])
+    assert set(strong) == set(ENTITY_FIGURES) == set(got["none"])
+    assert strong["entity_head_movement"] > 0.1
+    assert 0 < got["none"]["entity_head_movement"] < 1e-2 * 1e-2 * 40 * 1.01
+    assert entity_figures(["sts17"], settings, tmp_path / "none", tmp_path / "none" / "model", None, None,
+                          "cpu") == {}

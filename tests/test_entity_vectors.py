@@ -349,3 +349,136 @@ def test_training_errors_of_the_child_process_are_raised_with_their_message(tmp_
     with pytest.raises(ValueError, match=r"no entity is linked ≥ 100 times; lower min_entity_count"):
         train_model(dump, tiny_settings(min_entity_count=100), tmp_path / "work", progress=False)
     assert not list((tmp_path / "work").glob(".train-result*"))
+
+
+# ------------------------------------------------------------------------- titles of entities without a page (issue 51)
+
+
+def _stage_inputs(root: Path) -> tuple[Path, Path, Path]:
+    """Hand-made ``entities``, ``wiki_extract.en`` and ``wikidata`` artifacts for the tiny dump's model.
+
+    Q1 and Q6 have an English page (Q6's sitelink disagrees on purpose: the page wins); Q2 has only a German page but an
+    enwiki sitelink to "Beta", a title the model has — the case a page-only lookup drops; Q3 has no English title at
+    all; Q5 has one but is outside the vocabulary; Q7 has a dewiki sitelink only; ``de:Zeppelin`` has no QID.
+    """
+    ents, lang_en, wd = root / "entities", root / "wiki_extract.en", root / "wikidata"
+    for d in (ents, lang_en / "wiki_pages" / "lang=en", wd):
+        d.mkdir(parents=True)
+    keys = ["Q1", "Q2", "Q3", "Q5", "Q6", "Q7", "de:Zeppelin"]
+    pl.DataFrame({"entity": keys, "in_vocab": [k != "Q5" for k in keys]}).write_parquet(ents / "entities.parquet")
+    pl.DataFrame({"lang": ["en", "de", "de", "en", "de", "de"],
+                  "title": ["Alpha", "Beta (Buchstabe)", "Omikron", "Delta", "Gamma", "Zeppelin"],
+                  "page_id": [1, 2, 3, 4, 5, 6],
+                  "entity": ["Q1", "Q2", "Q3", "Q6", "Q7", "de:Zeppelin"]}).write_parquet(
+        ents / "entity_titles.parquet")
+    pl.DataFrame({"qid": ["Q1", "Q2", "Q5", "Q6", "Q7", "Q2"], "wiki": ["enwiki"] * 4 + ["dewiki"] * 2,
+                  "lang": ["en"] * 4 + ["de"] * 2,
+                  "title": ["Alpha", "Beta", "Gamma", "Epsilon", "Gamma", "Beta (Buchstabe)"]}).write_parquet(
+        wd / "wikidata_sitelinks.parquet")
+    pl.DataFrame({"title": ["Alpha", "Alpha (letter)"], "is_redirect": [False, True],
+                  "redirect_to": [None, "Alpha"]}).write_parquet(lang_en / "wiki_pages" / "lang=en" / "p.parquet")
+    return ents, lang_en, wd
+
+
+@needs_w2v
+def test_an_entity_without_a_page_in_the_dump_gets_the_vector_of_its_sitelink_title(
+        trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """Wikipedia2Vec has vectors for link targets, page or no page: the title of an entity whose page the dump lacks
+    is its Wikidata sitelink, so the entity gets that vector (the page-only lookup gave Q2 none)."""
+    from pipelines.wikipedia.entity_vectors import build_entity_vectors, vocabulary_titles
+
+    _dump, model_path = trained
+    ents, lang_en, wd = _stage_inputs(tmp_path)
+    settings = EntityVectorSettings(mode="pretrained", pretrained=model_path, dim=DIM)
+    titles, counts = vocabulary_titles(ents, "en", wd)
+    assert titles.rows() == [("Q1", "Alpha"), ("Q2", "Beta"), ("Q6", "Delta")]
+    assert counts == {"vocabulary": 6, "vocabulary_with_title": 3, "titles_from_pages": 2, "titles_from_sitelinks": 1,
+                      "sitelinks_in_language": 4}
+
+    out = tmp_path / "vec"
+    out.mkdir()
+    result = build_entity_vectors(settings, None, ents, lang_en, out, wd)
+    df = pl.read_parquet(out / "entity_vectors.parquet")
+    assert df.select("entity", "title").rows() == [("Q1", "Alpha"), ("Q2", "Beta"), ("Q6", "Delta")]
+    model = load_pretrained(model_path)
+    for entity, title in (("Q1", "Alpha"), ("Q2", "Beta"), ("Q6", "Delta")):
+        row = df.filter(pl.col("entity") == entity)["vector"].to_list()[0]
+        np.testing.assert_array_equal(np.asarray(row, dtype=np.float32), model.get_entity_vector(title))
+    assert result.stats["found"] == 3 and result.stats["titles_from_sitelinks"] == 1
+
+    # without Wikidata only pages give titles: the former behaviour, byte for byte the same rows but Q2's
+    alone = tmp_path / "vec-no-wikidata"
+    alone.mkdir()
+    build_entity_vectors(settings, None, ents, lang_en, alone)
+    assert pl.read_parquet(alone / "entity_vectors.parquet")["entity"].to_list() == ["Q1", "Q6"]
+
+
+def test_stage_titles_name_the_file_of_a_bad_or_missing_table(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    from pipelines.wikipedia.entity_vectors import vocabulary_titles
+
+    ents, _lang_en, wd = _stage_inputs(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"wikidata_sitelinks table is missing: .*absent"):
+        vocabulary_titles(ents, "en", tmp_path / "absent")
+    pl.DataFrame({"qid": ["Q2"], "site": ["enwiki"]}).write_parquet(wd / "wikidata_sitelinks.parquet")
+    with pytest.raises(ValueError, match=r"wikidata_sitelinks\.parquet \(wikidata_sitelinks\) has no column\(s\) "
+                                         r"\['lang', 'title'\]"):
+        vocabulary_titles(ents, "en", wd)
+    pl.DataFrame({"entity": ["Q1"]}).write_parquet(ents / "entities.parquet")
+    with pytest.raises(ValueError, match=r"entities\.parquet \(entities\) has no column\(s\) \['in_vocab'\]"):
+        vocabulary_titles(ents, "en")
+    ents, _lang_en, wd = _stage_inputs(tmp_path / "again")
+    with caplog.at_level("WARNING", logger="polysent.pipelines.wiki.entity_vectors"):
+        titles, counts = vocabulary_titles(ents, "vi", wd)
+    assert titles.height == 0 and counts["sitelinks_in_language"] == 0
+    assert "no sitelink to the 'vi' Wikipedia" in caplog.text and "'viwiki'" in caplog.text
+
+
+def test_every_linked_entity_the_model_knows_gets_its_vector_on_the_english_sample(tmp_path: Path) -> None:
+    """On the real samples (the EASE kit's inputs: five dumps, the Wikidata fixture written for them): every vocabulary
+    entity that Wikipedia2Vec, trained on the English sample, has a vector for — a link target with enough links,
+    whether or not its own page is in the sample — gets exactly that vector in ``entity_vectors``."""
+    pytest.importorskip("wikipedia2vec", reason="wikipedia2vec not installed (pip install -e '.[entity-vectors]')")
+    from conftest import REPO, SHARED_DATA
+    from wiki_chain import build_chain
+
+    from pipelines.wikidata import WikidataSettings
+    from pipelines.wikipedia.entities import EntitySettings
+    from pipelines.wikipedia.entity_vectors import build_entity_vectors
+
+    dumps = {lang: SHARED_DATA / "wikipedia" / f"{lang}wiki-sample.xml.bz2" for lang in ("en", "ja", "el", "uk", "vi")}
+    if not all(p.is_file() for p in dumps.values()):
+        pytest.skip(f"the real Wikipedia samples are not available under {SHARED_DATA / 'wikipedia'} "
+                    "(set POLYSENT_SHARED_DATA)")
+    wikidata = REPO / "tests" / "fixtures" / "wikidata" / "sample-pages.jsonl"
+    dirs = build_chain(dumps, tmp_path / "c", wikidata, entities=EntitySettings(min_link_count=10, types="wikidata"),
+                       wikidata_settings=WikidataSettings(wikis=[f"{lang}wiki" for lang in dumps]))
+    # the kit's model settings but for size and speed (its dictionary: the same link-count rule, min_entity_count 5)
+    model_path = train_model(dumps["en"], EntityVectorSettings(mode="train", dim=DIM, iterations=1, pool_size=1,
+                                                               word_neg_power=0.0, link_mentions=False),
+                             tmp_path / "w2v", progress=False)
+    settings = EntityVectorSettings(mode="pretrained", pretrained=model_path, dim=DIM)
+    out = tmp_path / "vec"
+    out.mkdir()
+    result = build_entity_vectors(settings, None, dirs["entities"], dirs["lang-en"], out, dirs["wikidata"])
+
+    # what the model has, read independently of the stage: its entities (link targets) mapped to an entity key by
+    # their English page in the sample or by an enwiki sitelink, kept where the key is in the vocabulary
+    model = load_pretrained(model_path)
+    vocab = set(pl.read_parquet(dirs["entities"] / "entities.parquet").filter("in_vocab")["entity"])
+    key_of = dict(pl.read_parquet(dirs["wikidata"] / "wikidata_sitelinks.parquet").filter(pl.col("lang") == "en")
+                  .select("title", "qid").iter_rows())
+    key_of.update(pl.read_parquet(dirs["entities"] / "entity_titles.parquet").filter(pl.col("lang") == "en")
+                  .select("title", "entity").iter_rows())
+    expected = {key_of[e.title]: e.title for e in model.dictionary.entities()
+                if key_of.get(e.title) in vocab}
+    vec = pl.read_parquet(out / "entity_vectors.parquet")
+    got = {e: np.asarray(v, dtype=np.float32) for e, v in zip(vec["entity"], vec["vector"].to_list(), strict=True)}
+    assert set(got) <= vocab
+    dropped = sorted(set(expected) - set(got))
+    assert not dropped, f"linked entities the model has a vector for, exported without it: {dropped}"
+    for entity, title in expected.items():
+        np.testing.assert_array_equal(got[entity], model.get_entity_vector(title), err_msg=f"{entity} ({title})")
+    # linked in the English sample without a page of their own there: United States and China (issue 51)
+    assert {"Q30", "Q148"} <= set(expected) and len(expected) >= 10
+    assert result.stats["titles_from_sitelinks"] > result.stats["titles_from_pages"]

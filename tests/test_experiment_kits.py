@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.figures import evaluation_settings, figures
+from experiments.figures import evaluation_settings, figures, scored_by_suite, tables_of
 from experiments.kits import HELD_OUT_EVERY, NTREX_CODES, _write_ntrex, cap_clustering
 from models.evaluation.results import Results
 
@@ -72,10 +72,20 @@ def test_figures_split_trained_and_never_trained_languages_and_sts_by_language(t
 
 
 def test_evaluation_settings_run_only_the_tasks_the_figures_need() -> None:
-    s = evaluation_settings(["tatoeba_trained", "decision.stsb_mono"], 64)
+    s = evaluation_settings(["tatoeba_trained", "decision.stsb_mono", "entity_retrieval_gain", "train.loss"], 64)
     assert s.tatoeba is not None and s.sts is not None and s.sts.datasets == ("stsb-multi-mt",)
     assert s.bucc is None and s.xsim is None and s.clustering is None and s.geometry is None
     assert s.batch_size == 64
+
+
+def test_the_entity_witness_figures_are_not_the_suites_and_read_the_held_out_pairs() -> None:
+    """EASE's retrieval witness (``experiments.entity_witness``) is computed from the run's entity head, not by the
+    evaluation suite; its figures name the kit's held-out pairs as their table."""
+    from experiments.figures import ENTITY_FIGURES
+
+    assert not any(scored_by_suite(f) for f in (*ENTITY_FIGURES, "train.loss"))
+    assert all(scored_by_suite(f) for f in ("sts17", "decision.tatoeba_trained", "final.bucc_f1"))
+    assert {tables_of(f) for f in ENTITY_FIGURES} == {("eval_entity_pairs",)}
 
 
 def test_clustering_cap_keeps_the_same_hash_chosen_rows_per_language(tmp_path: Path) -> None:
@@ -129,7 +139,7 @@ def test_every_figure_a_question_asks_is_computed_from_its_kits_tables(tmp_path:
     enc.save(tmp_path / "model")
     wanted = {f.removeprefix("decision.").removeprefix("final.") for q in map(load_question, questions())
               for f in (*q.evaluation.report, *q.evaluation.decision, *q.evaluation.final)}
-    wanted = {f for f in wanted if not f.startswith("train.") and f not in ("bucc_f1", "mewsc_accuracy")}
+    wanted = {f for f in wanted if scored_by_suite(f) and f not in ("bucc_f1", "mewsc_accuracy")}
     out = tmp_path / "scores"
     out.mkdir()
     r = evaluate_model(evaluation_settings(sorted(wanted), 32), tmp_path / "model", tables, out, run="t",

@@ -152,6 +152,12 @@ def test_pages_in_chunks_give_the_rows_of_one_pass(chain: dict[str, Path], tmp_p
         assert da.filter(pl.col("reason") == "over_language_quota")["count"].sum() > 0
 
 
+LINK_SCHEMA = {"page_id": pl.Int64, "sent_id": pl.Int32, "link_no": pl.Int32, "start": pl.Int32, "end": pl.Int32,
+               "surface": pl.Utf8, "target": pl.Utf8, "target_page_id": pl.Int64}
+TARGET_SCHEMA = {"page_id": pl.Int64, "target": pl.Utf8, "target_page_id": pl.Int64}
+LINK_TITLES_SCHEMA = {"lang": pl.Utf8, "title": pl.Utf8, "entity": pl.Utf8, "qid": pl.Utf8}
+
+
 def _write(folder: Path, lang: str, rows: list[tuple], schema: dict) -> None:
     d = folder / f"lang={lang}"
     d.mkdir(parents=True, exist_ok=True)
@@ -175,22 +181,22 @@ def _subject_fixture(root: Path) -> tuple[Path, dict[str, Path], dict[str, list[
     pl.DataFrame([(lang, names[q], pid, q, q) for lang, m in pages.items() for q, pid in m.items()],
                  schema={"lang": pl.Utf8, "title": pl.Utf8, "page_id": pl.Int64, "entity": pl.Utf8, "qid": pl.Utf8},
                  orient="row").write_parquet(ents / "entity_titles.parquet")
-    link_schema = {"page_id": pl.Int64, "sent_id": pl.Int32, "link_no": pl.Int32, "start": pl.Int32,
-                   "end": pl.Int32, "surface": pl.Utf8, "target_page_id": pl.Int64}
+    pl.DataFrame(schema=LINK_TITLES_SCHEMA).write_parquet(ents / "entity_link_titles.parquet")
     languages, shards = {}, {}
     for lang, m in pages.items():
         path, shard = root / f"lang-{lang}", root / f"shard-{lang}"
         links, sents, targets = [], [], []
         for page, target in (("Q1", "Q2"), ("Q4", "Q2"), ("Q5", "Q6")):
             pid = m[page]
-            targets.append((pid, m[target]))
+            targets.append((pid, names[target], m[target]))
             for sent in range(8):  # several pairs per page: each draws its negative by its own hash
                 text = f"{names[page]} {sent} and {names[target]}."
                 start = text.index(names[target])
                 sents.append((pid, sent, text))
-                links.append((pid, sent, 0, start, start + len(names[target]), names[target], m[target]))
-        _write(path / "wiki_links", lang, links, link_schema)
-        _write(path / "wiki_page_targets", lang, targets, {"page_id": pl.Int64, "target_page_id": pl.Int64})
+                links.append((pid, sent, 0, start, start + len(names[target]), names[target], names[target],
+                              m[target]))
+        _write(path / "wiki_links", lang, links, LINK_SCHEMA)
+        _write(path / "wiki_page_targets", lang, targets, TARGET_SCHEMA)
         _write(path / "wiki_pages", lang, [(pid, names[q]) for q, pid in m.items()],
                {"page_id": pl.Int64, "title": pl.Utf8})
         _write(shard / "wiki_sentences", lang, sents, {"page_id": pl.Int64, "sent_id": pl.Int32, "text": pl.Utf8})

@@ -320,7 +320,9 @@ def test_chain_layouts_are_what_they_claim(chains) -> None:
 def test_sharded_and_parallel_runs_equal_one_process(chains) -> None:
     reference = _tables(chains["multistream/one/p1"][0])
     for table, df in reference.items():
-        if table not in ("ease_drop_counts", "wiki_drop_counts"):
+        # entity_link_titles: the embedded sample's Wikidata has sitelinks only for pages the sample has
+        # (tests/test_links_without_page.py covers titles without a page)
+        if table not in ("ease_drop_counts", "wiki_drop_counts", "entities/entity_link_titles"):
             assert df.height > 0, table  # an empty table would compare equal without testing anything
     assert reference["hard_negatives"].height >= 20
     for name, (dirs, _counts) in chains.items():

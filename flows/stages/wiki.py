@@ -1,9 +1,10 @@
 """The EASE corpus part of the DAG: Wikidata, dump shards, per-language resolution, entities, hard negatives, vectors.
 
 ```
-wiki_shard.<lang>.<i> ──► wiki_extract.<lang> ──┬──► entities ──► hard_negatives
-wikidata ───────────────────────────────────────┘        └──────► entity_vectors
+wiki_shard.<lang>.<i> ──► wiki_extract.<lang> ──┬──► entities ──┬──► hard_negatives
+wikidata ───────────────────────────────────────┴───────────────┴──► entity_vectors
 ```
+``entity_vectors`` reads ``wikidata`` too: the sitelink title of a vocabulary entity whose page the dump lacks.
 A dump is cut into shards of ``corpora.wiki.shard_bytes`` (multistream byte ranges or page ranges of plain XML; one
 shard for single-stream bz2/gz). Each shard is its own node — its own task, cache key and artifact — so a Dask task
 runner spreads one dump, or many languages, over machines; ``wiki_extract.<lang>`` joins them and resolves redirects.
@@ -73,7 +74,8 @@ def run_hard_negatives(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[st
 
 def run_entity_vectors(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], *,
                        settings: EntityVectorSettings, dump: Path | None, lang: str) -> StageResult:
-    return build_entity_vectors(settings, dump, up["entities"].path, up[f"wiki_extract.{lang}"].path, out)
+    return build_entity_vectors(settings, dump, up["entities"].path, up[f"wiki_extract.{lang}"].path, out,
+                                up["wikidata"].path if "wikidata" in up else None)
 
 
 def dump_shards(cfg: PipelineConfig, lang: str, dump: Path) -> list[Node]:
@@ -149,5 +151,7 @@ def wiki_nodes(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> list[Node]:
         nodes.append(Node("entity_vectors", "entity_vectors", VECTORS_VERSION, {"settings": portable(vec)},
                           partial(run_entity_vectors, settings=vec, dump=src.dumps.get(vlang), lang=vlang),
                           files=vfiles,
-                          deps={"entities": "entities", f"wiki_extract.{vlang}": f"wiki_extract.{vlang}"}))
+                          # wikidata: the title of a vocabulary entity whose page the dump lacks is its sitelink
+                          deps={"entities": "entities", f"wiki_extract.{vlang}": f"wiki_extract.{vlang}",
+                                **({"wikidata": "wikidata"} if src.wikidata is not None else {})}))
     return nodes

@@ -20,6 +20,16 @@ random-init settings, 0.001 for the 24-layer random-init one (a random init of �
 1,000,000 updates; no dropout in the semantic encoder for BITRANSLATION, VMSST-CONTRASTIVE and VMSST, dropout kept for
 CONTRASTIVE (the paper: "dropout 0.1 for CONTRASTIVE only").
 
+Decoder warm-up (``warmup_decoder_steps`` > 0, every variant with a decoder): the paper initialises the whole
+encoder–decoder from mT5, so its decoder reads μ_sem from the first update; from a pretrained *encoder* the decoders
+start from scratch, and at the encoder's learning rate they do not learn to read μ_sem in a short run (their gradients
+into the encoder then say nothing about meaning). Before the run's update 1 the trainer's pre-phase
+(``Component.warm_up``, ``models.training.train.warm_up``) trains the decoders and VMSST's other own parts (language
+encoder and embeddings, W_σ) with the student frozen, at their own learning rate, until the probe gap
+(``models.vmsst.probe``: translation NLL from an unrelated pair's μ_sem − from the translation's, on held-out pairs)
+reaches ``warmup_probe_gap`` nats or ``warmup_decoder_steps`` updates are spent; then every method trains its
+``steps`` as without it.
+
 Settings (``VmsstObjective``, kind ``vmsst``): its docstring. Inputs: the ``data`` pair table, tokenised once.
 Relations: BITRANSLATION is the translation terms alone; VMSST-CONTRASTIVE with λ_vc = 0 is CONTRASTIVE (and, with
 ``contrastive_similarity: cosine``, the project's symmetric ``info_nce``).
@@ -31,7 +41,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 
@@ -47,8 +57,8 @@ from models.objectives.loss_parts import (
     same_group_mask,
 )
 from models.settings import AtLeastOne, Dropout, NonNegative, NonNegativeInt, PairData, Positive, pair_tables
-from models.training.components import Component, StepBatch, gathered, pair_corpus
-from models.training.sampling import step_rng
+from models.training.components import Component, StepBatch, WarmUp, gathered, pair_corpus, text_lengths
+from models.training.sampling import BatchPlan, step_rng
 
 if TYPE_CHECKING:
     from models.encoder import SentenceEncoder
@@ -59,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["VmsstComponent", "VmsstObjective"]
 
 log = logging.getLogger("polysent.models.objectives.vmsst")
+WARMUP_STREAM = 2_000_003  # the warm-up's random draws: apart from step_rng's (1_000_003 + stream) of the run's steps
 
 
 CITATION = Citation(
@@ -133,7 +144,21 @@ class VmsstObjective(Objective):
     terms only; not exported). The language encoder reads the student's table, with its gradient, in every case.
     ``monitor_every``: swap probe interval in updates, from update 0 (``train_steps.swap_nll_own`` /
     ``swap_nll_swapped``; 0 switches the probe off). ``decoder_checkpointing`` recomputes the decoders (logits
-    included) in the backward pass."""
+    included) in the backward pass.
+
+    Decoder warm-up (module docstring; variants with a decoder): ``warmup_decoder_steps`` (default 0: none, the
+    behaviour and cache key of every run without it) updates at most, before the run's update 1 and on top of its
+    ``steps``, of the decoders and VMSST's other own parts alone — the student frozen, no gradient into it —
+    at the constant AdamW learning rate ``warmup_decoder_lr`` (default 1e-3, the paper's peak rate §13; the run's
+    ``lr`` schedule then starts at its update 1 as without it), on the objective's generative loss alone (L_VMSST,
+    or BITRANSLATION's translation terms; VMSST-CONTRASTIVE's contrastive term would give those parts no gradient)
+    at β(0), one update of ``grad_accumulation`` micro-batches of ``batch_size`` as in the run. It stops early at the
+    first probe whose gap reaches ``warmup_probe_gap`` nats (default 1.0; null: it runs its budget): the probe
+    (``models.vmsst.probe``) reads ``warmup_probe_pairs`` pairs (default 256) of distinct meanings drawn once
+    (seeded), the warm-up's batches are drawn from the pairs of other meanings, and it runs before the first warm-up
+    update, every ``monitor_every`` updates (0: only before the first and after the last) and after the last. The
+    run's stats (``warmup``) and every row of ``train_steps`` (``warmup_updates``, ``warmup_probe_gap_start``,
+    ``warmup_probe_gap``) record it. The four fields enter a cache key only when set (``KEY_WHEN_SET``)."""
 
     kind: Literal["vmsst"] = "vmsst"
     variant: Literal["vmsst", "bitranslation", "vmsst_contrastive", "contrastive"] = "vmsst"
@@ -161,6 +186,13 @@ class VmsstObjective(Objective):
     decoder_checkpointing: bool = False
     monitor_every: NonNegativeInt = 50
     language_pair_batches: bool = False
+    warmup_decoder_steps: NonNegativeInt = 0  # decoder warm-up: at most this many updates before update 1 (0: none)
+    warmup_decoder_lr: Positive = 1e-3  # the warm-up's constant AdamW learning rate of the decoders
+    warmup_probe_gap: NonNegative | None = 1.0  # nats: the warm-up stops once the probe gap reaches it (null: no stop)
+    warmup_probe_pairs: AtLeastOne = 256  # held-out pairs of distinct meanings the warm-up's probe reads
+    # added after runs were keyed: out of a cache key while at their default (models.settings.key_view)
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("warmup_decoder_steps", "warmup_decoder_lr", "warmup_probe_gap",
+                                               "warmup_probe_pairs")
 
     def model_config(self, elbo_weight: float) -> VmsstModelConfig:
         """What ``models.vmsst.VmsstModel`` is built from: these settings' model fields, and λ = ``elbo_weight`` as
@@ -199,7 +231,12 @@ class VmsstComponent(Component, builds=VmsstObjective):
     vocabulary is the set of ids in those targets (``output_vocabulary``), the same on every rank. Each rank runs its
     shard of the pairs; its loss is the sum of its per-pair losses over the *global* batch size, so the ranks' summed
     gradients equal one process's, and the VMSST-CONTRASTIVE term reads gathered μ_sem like the other contrastive
-    objectives."""
+    objectives.
+
+    ``warm_up``: the decoder warm-up (``warmup_decoder_steps``) as the trainer's pre-phase: its probe pairs and the
+    batch plan over the other meanings are drawn when the component is built (a corpus too small for them is refused
+    then), its batches are this component's batches at β(0) without the contrastive term or the probe, their ε drawn
+    apart from the run's (``WARMUP_STREAM``)."""
 
     objective: VmsstObjective
     reports_metrics = True
@@ -263,6 +300,7 @@ class VmsstComponent(Component, builds=VmsstObjective):
                      "module(s) of the student set to p = 0 for the whole run%s", name, o.variant, off,
                      f" — also for the {len(settings.objectives) - 1} other objective(s)"
                      if len(settings.objectives) > 1 else "")
+        self.warm = self._warm_up_pairs(name, o, settings)
         if o.variant != "contrastive":
             output_ids = self.output_vocabulary(name, table, rows) if o.decoder_vocab_size == "corpus" else None
             self.modules["vmsst"] = VmsstModel(student, o.model_config(self.elbo_weight), self.languages,
@@ -397,13 +435,21 @@ class VmsstComponent(Component, builds=VmsstObjective):
                               **active_unit_metrics("sem", torch.cat([mu_a, mu_b]))}
 
             return StepBatch([], None, 2 * total, direct=contrastive_only)
+        return self.decoder_batch(a, b, step, total, update=update, monitor=monitor, meaning=meaning,
+                                  vmsst_weight=self.vmsst_weight, rng=step_rng(self.seed, self.stream, step))
+
+    def decoder_batch(self, a: SideBatch, b: SideBatch, step: int, total: int, *, update: int, monitor: bool,
+                      meaning: torch.Tensor | None, vmsst_weight: float | None,
+                      rng: np.random.Generator) -> StepBatch:
+        """The direct batch of the variants with a decoder on this rank's sides ``a``, ``b`` of a ``total``-pair global
+        batch: L_VMSST (or BITRANSLATION's terms) at update ``update`` (β), plus VMSST-CONTRASTIVE's contrastive term
+        when ``vmsst_weight`` is set; ε of every global row drawn from ``rng``."""
         reads_b = self.semantic_reads_b(step, total)
-        vmsst_weight = self.vmsst_weight
         model = self.modules["vmsst"]
         noise = None
         if model.generative:  # ε per global row from (seed, step): the same samples on any number of ranks
-            eps = step_rng(self.seed, self.stream, step).standard_normal((3, total, self.latent), dtype=np.float32)
-            part = slice(self.rank * len(rows), (self.rank + 1) * len(rows))
+            eps = rng.standard_normal((3, total, self.latent), dtype=np.float32)
+            part = slice(self.rank * len(a), (self.rank + 1) * len(a))
             noise = {k: torch.from_numpy(eps[i, part]).to(self.device) for i, k in
                      enumerate(("sem", "lang_a", "lang_b"))}
 
@@ -418,6 +464,62 @@ class VmsstComponent(Component, builds=VmsstObjective):
             return loss, out.metrics
 
         return StepBatch([], None, 2 * total, direct=direct)
+
+    def _warm_up_pairs(self, name: str, o: VmsstObjective,
+                       settings: TrainSettings) -> tuple[np.ndarray, np.ndarray, BatchPlan] | None:
+        """The decoder warm-up's pairs (class docstring), or None without a warm-up: ``warmup_probe_pairs`` probe
+        pairs of distinct meanings (a seeded draw, ordered by length so that each probe chunk pads little), the pairs
+        of every other meaning, and the warm-up's batch plan over those (its own shuffle)."""
+        if not o.warmup_decoder_steps:
+            return None
+        if o.variant == "contrastive":
+            raise ValueError(f"objective {name}: warmup_decoder_steps {o.warmup_decoder_steps} warms up the decoders, "
+                             "but variant contrastive has none; expected warmup_decoder_steps: 0 or a variant with a "
+                             "decoder (vmsst, bitranslation, vmsst_contrastive)")
+        order = np.random.default_rng([self.seed, WARMUP_STREAM, self.stream]).permutation(len(self.pairs))
+        _, first = np.unique(self.pairs.meaning[order], return_index=True)
+        distinct = order[np.sort(first)]  # one pair per meaning, in the seeded order
+        probe = distinct[: o.warmup_probe_pairs]
+        rest = np.flatnonzero(~np.isin(self.pairs.meaning, self.pairs.meaning[probe]))
+        if len(probe) < o.warmup_probe_pairs or len(rest) < o.batch_size:
+            raise ValueError(f"objective {name}: the decoder warm-up holds out warmup_probe_pairs "
+                             f"{o.warmup_probe_pairs} pairs of distinct meanings and trains on batches of "
+                             f"{o.batch_size} of the others, but {o.data} has {len(self.pairs)} pairs of "
+                             f"{len(distinct)} meanings; lower warmup_probe_pairs or batch_size")
+        lengths = text_lengths(self.pairs.a, self.pairs.b)
+        probe = probe[np.argsort(lengths[probe], kind="stable")]
+        plan = BatchPlan(len(rest), o.batch_size, settings.seed + self.stream + WARMUP_STREAM,
+                         blocks=self.pairs.language_pairs()[rest] if o.language_pair_batches else None,
+                         lengths=lengths[rest] if settings.length_bucketing else None,
+                         what=f"objective {name} warm-up ({o.data} without the probe's meanings)")
+        log.info("objective %s: decoder warm-up: at most %d updates at lr %g, probe on %d held-out pairs every %s "
+                 "updates, %s", name, o.warmup_decoder_steps, o.warmup_decoder_lr, len(probe),
+                 o.monitor_every or "(before and after only)",
+                 f"stops at a probe gap ≥ {o.warmup_probe_gap:g} nats" if o.warmup_probe_gap is not None
+                 else "runs its budget")
+        return probe, rest, plan
+
+    def warm_up(self) -> WarmUp | None:
+        """The decoder warm-up (``warmup_decoder_steps``; class and objective docstrings) as the trainer's
+        pre-phase, or None without one."""
+        from models.vmsst.probe import WarmupProbe
+
+        if self.warm is None:
+            return None
+        o, (probe_pairs, rest, plan) = self.objective, self.warm
+        chunks = [(self.side(list(c), "a"), self.side(list(c), "b"))
+                  for c in np.array_split(probe_pairs, -(-len(probe_pairs) // o.batch_size))]
+        probe = WarmupProbe(self.modules["vmsst"], self.student, chunks, every=o.monitor_every,
+                            threshold=o.warmup_probe_gap, budget=o.warmup_decoder_steps, name=self.name)
+
+        def batch(micro: int) -> StepBatch:
+            idx = rest[plan.batch(micro)]
+            rows = self.local(list(idx))
+            return self.decoder_batch(self.side(rows, "a"), self.side(rows, "b"), micro, len(idx), update=0,
+                                      monitor=False, meaning=None, vmsst_weight=None,
+                                      rng=np.random.default_rng([self.seed, WARMUP_STREAM + self.stream, micro]))
+
+        return WarmUp(o.warmup_decoder_steps, o.warmup_decoder_lr, batch, probe, probe.record)
 
 
 def default_vmsst_weight(pretrained: bool, layers: int) -> float:

@@ -52,6 +52,25 @@ class StepBatch:
     direct: DirectFn | None = None
 
 
+@dataclass
+class WarmUp:
+    """A component's pre-phase (``Component.warm_up``): updates of the component's own ``modules`` alone, before the
+    run's update 1, which the trainer runs with every weight of the student frozen (``models.training.train``:
+    ``warm_up``) and AdamW at ``lr``, constant, over those modules (the run's weight decay and clipping).
+
+    ``batch(micro)``: the direct batch (``StepBatch.direct``) of warm-up micro-step ``micro`` (update k draws
+    micro-steps k·accumulation … k·accumulation + accumulation − 1, as the run's updates do). ``probe(k)``: called
+    after k warm-up updates (k = 0 first, k = ``updates`` last); it measures what the warm-up is for when due and
+    returns True once that has passed its threshold — the warm-up then stops. ``record()``: the figures of the
+    warm-up, name → value, for the run's stats and its ``train_steps`` (``warmup_<name>`` columns)."""
+
+    updates: int  # the budget: at most this many warm-up updates
+    lr: float
+    batch: Callable[[int], StepBatch]
+    probe: Callable[[int], bool]
+    record: Callable[[], dict[str, float]]
+
+
 class Component:
     """One weighted objective on one corpus; ``reports_metrics``: its direct batches return metrics for
     ``train_steps``.
@@ -59,7 +78,8 @@ class Component:
     A subclass names the settings class it builds — ``class <Kind>Component(Component, builds=<Kind>Objective)`` —
     and is built by those settings' ``build`` (``Objective.build``) as ``cls(name, objective, tables, settings,
     stream, device, student)``; it calls this ``__init__`` and sets ``self.plan`` (its ``BatchPlan``) and ``batch``.
-    ``modules`` holds the objective's own trainable parameters (EASE's entity table and W, VMSST's decoders)."""
+    ``modules`` holds the objective's own trainable parameters (EASE's entity table and W, VMSST's decoders);
+    ``warm_up`` may train them alone before the run's first update (VMSST's decoder warm-up)."""
 
     plan: BatchPlan
 
@@ -83,6 +103,16 @@ class Component:
 
     def batch(self, step: int) -> StepBatch:
         raise NotImplementedError
+
+    def warm_up(self) -> WarmUp | None:
+        """This component's pre-phase before update 1 of a fresh run (``WarmUp``), or None (the default: none)."""
+        return None
+
+    def export(self, out: Path) -> dict[str, Any]:
+        """Write what the objective itself trained (its ``modules``) under the run's folder ``out``, beside the
+        exported ``out/model``, and return what the run's stats record of it. Default: nothing (an objective whose
+        parameters serve training only); EASE writes its entity head, whose retrieval witnesses the entity term."""
+        return {}
 
     def local(self, texts: Sequence[str]) -> list[str]:
         """This rank's contiguous shard of a global column."""

@@ -12,11 +12,16 @@ BERT") measure for zero-shot transfer.
 Frozen parameters get ``requires_grad = False`` before the optimiser is built, so AdamW holds no state for them (on
 multilingual-e5-small, 96 M fewer weights to update a step) and no gradient is computed into them. Dropout inside a
 frozen part still acts in training mode, as in the papers' setups.
+
+``frozen`` freezes a whole module for a while and gives each parameter its flag back afterwards: the trainer's
+pre-phase (``Component.warm_up``, VMSST's decoder warm-up) trains an objective's own modules with the student fixed.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from torch import nn
 
@@ -65,3 +70,17 @@ def freeze_student(backbone: nn.Module, freeze: FreezeSettings | None, *, run_na
     log.info("%s: froze %s of the backbone's %s weights (%s); %s train", run_name, f"{frozen:,}", f"{total:,}",
              ", ".join(name for name, _ in parts) or "nothing", f"{total - frozen:,}")
     return frozen
+
+
+@contextmanager
+def frozen(module: nn.Module) -> Iterator[None]:
+    """Every parameter of ``module`` with ``requires_grad = False`` inside the block (no gradient reaches it, and a
+    forward through it alone builds no graph); each one's own flag is restored on leaving, also on an error."""
+    flags = [(p, p.requires_grad) for p in module.parameters()]
+    try:
+        for p, _ in flags:
+            p.requires_grad_(False)
+        yield
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)

@@ -5,6 +5,8 @@
 
 The pipeline's ``train.<run>`` node calls the same ``train`` function. A step, nanoGPT-style and in one place:
 
+0. before update 1 of a fresh run, each objective's pre-phase when it has one (``Component.warm_up``: VMSST's decoder
+   warm-up): its own modules alone, the student frozen, until its probe passes or its budget is spent;
 1. for each gradient-accumulation micro-step and each objective: draw its batch (a pure function of seed and step),
    embed the text columns (this rank's shard; under bf16 autocast on a GPU) and back-propagate weight × loss —
    directly, or through GradCache when ``grad_cache`` sets a mini-batch size (equal gradients, bounded memory);
@@ -15,8 +17,10 @@ The pipeline's ``train.<run>`` node calls the same ``train`` function. A step, n
    ``checkpoint_every`` steps write a resumable checkpoint.
 
 At the end the best (or last) weights are exported in sentence-transformers' folder format (``model/``; its root is
-also a plain 🤗 model folder for ``AutoModel.from_pretrained``). A non-finite loss stops the run before the update is
-applied and names the step and the last good checkpoint; running out of memory names GradCache and smaller batches.
+also a plain 🤗 model folder for ``AutoModel.from_pretrained``), and what an objective trained of its own beside it
+(``Component.export``: EASE's entity head in ``entity_head/``, for its retrieval witness). A non-finite loss stops
+the run before the update is applied and names the step and the last good checkpoint; running out of memory names
+GradCache and smaller batches.
 """
 
 from __future__ import annotations
@@ -58,10 +62,10 @@ from models.training.checkpoints import (
     load_checkpoint,
     save_checkpoint,
 )
-from models.training.components import Component, objective_names
+from models.training.components import Component, WarmUp, objective_names
 from models.training.dev_eval import DevEvaluator
 from models.training.embedding_rows import EmbeddingRows
-from models.training.freezing import freeze_student
+from models.training.freezing import freeze_student, frozen
 from models.training.gradcache import embed_and_backward
 
 log = logging.getLogger("polysent.models.train")
@@ -202,6 +206,7 @@ class Run:
     interpolation: dict[str, Any] | None = None  # the lineage of an ``interpolate_start`` export
     rows: EmbeddingRows | None = None  # the word-embedding table's row-wise AdamW (``embedding_updates``)
     forward: str = "padded"  # the student's training forward: packed (models.training.packed_forward) or padded
+    warmups: dict[str, dict[str, float]] = field(default_factory=dict)  # each pre-phase's record (``warm_up``)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
@@ -217,7 +222,7 @@ class Run:
                 "optimizer": self.optimizer.state_dict(), "rng_cpu": torch.get_rng_state(),
                 "embedding_rows": self.rows.state_dict() if self.rows is not None else None,
                 "rng_cuda": torch.cuda.get_rng_state() if self.device.type == "cuda" else None,
-                "history": self.history, "best": self.best}
+                "history": self.history, "best": self.best, "warmups": self.warmups}
 
 
 def start_run(settings: TrainSettings, tables: Mapping[str, Path], *, run_name: str, tokenizer_dir: Path | None,
@@ -301,6 +306,7 @@ def resume_run(run: Run, config: Mapping[str, Any]) -> None:
     if run.device.type == "cuda" and state.get("rng_cuda") is not None:
         torch.cuda.set_rng_state(state["rng_cuda"])
     run.history, run.best, run.start = state["history"], state["best"], state["step"]
+    run.warmups = state.get("warmups", {})  # a checkpoint written before the pre-phase existed has none
     log.info("%s: resumed from %s at step %d", run.name, latest, run.start)
 
 
@@ -356,10 +362,74 @@ def train_step(run: Run, step: int, prefixes: Mapping[str, str]) -> None:
     total = sum(c.weight * losses[c.name] for c in run.components)
     run.history.add_step({"step": step + 1, "loss": total, "lr": lr, "sentences": sentences, "seconds": seconds,
                           "sentences_per_second": sentences / seconds if seconds else 0.0},
-                         {k: sum(v) / len(v) for k, v in step_metrics.items()})
+                         {**{k: sum(v) / len(v) for k, v in step_metrics.items()},
+                          **_warmup_columns(run.warmups, prefixes)})
     for c in run.components:
         for k, v in (("step", step + 1), ("objective", c.name), ("weight", c.weight), ("loss", losses[c.name])):
             run.history.objectives[k].append(v)
+
+
+def _warmup_columns(warmups: Mapping[str, Mapping[str, float]], prefixes: Mapping[str, str]) -> dict[str, float]:
+    """``train_steps`` columns of the pre-phases that ran (``warm_up``), the same on every row: ``warmup_updates`` and
+    the component's own figures (VMSST: ``warmup_probe_gap_start``, ``warmup_probe_gap``), prefixed by the objective
+    like its metrics; none when no pre-phase ran."""
+    return {f"{prefixes.get(name, '')}warmup_{k}": float(v) for name, record in warmups.items()
+            for k, v in record.items() if k not in ("lr", "seconds", "passed")}
+
+
+def warm_up(run: Run) -> None:
+    """Each component's pre-phase (``Component.warm_up``) before update 1 of a fresh run: AdamW at the pre-phase's
+    own constant ``lr`` over the component's ``modules`` alone, with every weight of the student frozen
+    (``models.training.freezing.frozen``: no gradient reaches it, and its AdamW state and schedule are untouched),
+    the run's weight decay, clipping and precision, until the component's probe passes or its budget of updates is
+    spent. The torch random state is forked around it, so the run's updates draw what they would have drawn without
+    it. Its record (updates, whether the probe passed, the component's figures, lr and seconds) goes to
+    ``run.warmups``: the stats' ``warmup`` and the ``warmup_*`` columns of ``train_steps``."""
+    for c in run.components:
+        plan = c.warm_up()
+        if plan is None:
+            continue
+        t0 = time.perf_counter()
+        with frozen(run.model), torch.random.fork_rng(devices=[run.device] if run.device.type == "cuda" else []):
+            updates, passed = _warm_up_updates(run, c, plan)
+        record = {"updates": updates, **plan.record()}
+        run.warmups[c.name] = {**record, "passed": passed, "lr": plan.lr,
+                               "seconds": round(time.perf_counter() - t0, 4)}
+        log.info("%s: %s warm-up: %d of at most %d updates at lr %g, %s; %s", run.name, c.name, updates,
+                 plan.updates, plan.lr, "its probe passed" if passed else "the budget ran out",
+                 ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "updates"))
+
+
+def _warm_up_updates(run: Run, c: Component, plan: WarmUp) -> tuple[int, bool]:
+    """The updates of one pre-phase (``warm_up``); (how many ran, whether the probe passed)."""
+    settings, accum = run.settings, run.settings.grad_accumulation
+    groups = _param_groups([c.modules], settings.weight_decay)  # trainable parameters only: the student is frozen
+    params = [p for g in groups for p in g["params"]]
+    optimizer = torch.optim.AdamW(groups, lr=plan.lr, fused=run.device.type in ("cuda", "cpu"))
+    done = 0
+    while not (passed := plan.probe(done)) and done < plan.updates:
+        with _out_of_memory_advice(done, [c], settings):
+            losses = []
+            for micro in range(accum):
+                batch = plan.batch(done * accum + micro)
+                if batch.direct is None:
+                    raise TypeError(f"objective {c.name}: a warm-up batch must be direct (StepBatch.direct)")
+                with run.autocast():
+                    loss, _ = batch.direct()
+                (loss / accum).backward()
+                losses.append(loss.detach().float())
+            value = float(torch.stack(losses).mean())
+            if not math.isfinite(value):
+                raise NonFiniteLossError(f"{run.name}: the {c.name} warm-up loss became {value} at warm-up update "
+                                         f"{done + 1}; expected a finite loss (lower its lr, now {plan.lr:g})")
+            if run.world > 1:
+                distributed.all_reduce_gradients(params)
+            if settings.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(params, settings.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        done += 1
+    return done, passed
 
 
 def clip_gradients(params: list[torch.nn.Parameter], rows: tuple[torch.Tensor, torch.Tensor] | None,
@@ -450,6 +520,14 @@ def export(run: Run, out: Path, tables_dir: str) -> dict[str, str]:
     return written
 
 
+def export_components(run: Run, out: Path) -> dict[str, dict[str, Any]]:
+    """What each objective trained of its own, written beside ``out/model`` (``Component.export``: EASE's entity head,
+    trained and initial, under ``out/entity_head/``), by component name; the run's stats record it as
+    ``components``. The last step's state: with a dev checkpoint the exported model may be an earlier step's
+    (``best_step`` in the stats)."""
+    return {c.name: got for c in run.components if (got := c.export(out))}
+
+
 def save_interpolated(run: Run, model: SentenceEncoder, out: Path) -> dict[str, Any]:
     """``training.interpolate_start``: the trained weights saved aside, then (1 − α)·start + α·trained written as
     ``out/model`` with its lineage (``models.training.interpolation``); the lineage, for the stats."""
@@ -507,6 +585,8 @@ def run_stats(run: Run, seconds: float) -> dict[str, Any]:
                       "dev_metric": run.dev.name if run.dev else None})
     if run.interpolation is not None:
         stats["interpolation"] = run.interpolation
+    if run.warmups:
+        stats["warmup"] = run.warmups
     return stats
 
 
@@ -528,13 +608,19 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
     config = to_mapping(settings)
     if resume:
         resume_run(run, config)
+    if run.start == 0:
+        warm_up(run)
     seconds = train_loop(run, config, progress)
     written: dict[str, str] = {}
+    exported: dict[str, dict[str, Any]] = {}
     if run.rank == 0:
         written = export(run, out, tables_dir)
+        exported = export_components(run, out)
         if not keep_checkpoints_after:
             shutil.rmtree(run.checkpoints, ignore_errors=True)
     stats = run_stats(run, seconds)
+    if exported:
+        stats["components"] = exported
     log.info("%s: %d steps in %.1fs, final loss %.4f", run_name, settings.steps - run.start, seconds,
              stats["final_loss"])
     return StageResult(tables=written, stats=stats)

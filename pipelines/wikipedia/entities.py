@@ -7,9 +7,17 @@ Entity identity (EASE, seed paper §3.1; docs methods §4.4):
   maps ``label_en → QID``, so "Paris" the city and every other "Paris" collide). The entity key is the QID, shared by
   every language that has a page for it.
 * Without Wikidata (or for articles no item links to) the key is ``<lang>:<title>``.
+* A **linked title the dump has no page for** is the Wikidata item whose sitelink for the link's wiki has that title
+  (``entity_link_titles``; link targets are normalised titles — first letter upper-case, underscores as spaces,
+  redirects of the dump followed — and so are the sitelink titles here). EASE's entities are link targets, not pages:
+  Wikipedia2Vec counts every linked title, and EASE keeps a link whose target has an English counterpart whether or
+  not that page was processed (docs methods §4.4). A partial dump lacks most linked pages (the English sample: 22,107
+  of its 22,216 links), so a page-only key drops most links. Such an entity may have no page in any configured dump
+  (``n_languages`` 0). A linked title without a page and without a sitelink has no entity, as before.
 
 The vocabulary keeps entities linked **more than** ``min_link_count`` times, counted over all configured languages
-(EASE: Wikipedia2Vec's link count ``> 10``). Types come from Wikidata's P31 ("instance of"), or — configurable, and the
+(EASE: Wikipedia2Vec's link count ``> 10``) — links to its page and links to its sitelink title where the dump has no
+page (``links_without_page``). Types come from Wikidata's P31 ("instance of"), or — configurable, and the
 fallback without a Wikidata dump — from the names of the page's infobox templates (``infobox:<lang>:<name>``).
 """
 
@@ -27,7 +35,8 @@ from contract import StageResult
 from pipelines.wikipedia.artifact_tables import scan_table
 
 log = logging.getLogger("polysent.pipelines.entities")
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: a linked title without a page in the dump is the entity of its Wikidata sitelink
+#   (entity_link_titles), its links counted; entities gain links_without_page, n_languages counts page languages
 
 
 class EntitySettings(BaseModel):
@@ -47,6 +56,85 @@ class EntitySettings(BaseModel):
         return self.types
 
 
+def normalised_titles(title: pl.Expr) -> pl.Expr:
+    """MediaWiki's title form, as link targets are written (``wikitext.normalize_title``): underscores → spaces,
+    first letter upper-case. Wikidata's sitelink titles are in this form already; this makes the join certain."""
+    t = title.str.replace_all("_", " ", literal=True)
+    return t.str.slice(0, 1).str.to_uppercase() + t.str.slice(1)
+
+
+def read_sitelinks(wikidata: Path) -> pl.DataFrame:
+    """``lang``, ``title``, ``qid`` of the ``wikidata`` artifact: one QID per (language, normalised title)."""
+    path = wikidata / "wikidata_sitelinks.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"entities: the wikidata_sitelinks table is missing: {path}")
+    have = pl.read_parquet_schema(path)
+    missing = [c for c in ("lang", "title", "qid") if c not in have]
+    if missing:
+        raise ValueError(f"entities: {path} (wikidata_sitelinks) has no column(s) {missing}; it has {sorted(have)}")
+    return (pl.read_parquet(path, columns=["lang", "title", "qid"])
+            .with_columns(normalised_titles(pl.col("title")).alias("title"))
+            .unique(["lang", "title"], keep="first", maintain_order=True))
+
+
+def linked_titles_without_page(languages: Mapping[str, Path], sitelinks: pl.DataFrame) -> pl.DataFrame:
+    """``lang``, ``title``, ``entity``, ``qid``: the titles linked anywhere in a language's dump (``wiki_page_targets``)
+    that have no page there but a sitelink to that language's Wikipedia; the entity is the sitelink's QID."""
+    linked = pl.concat([
+        scan_table(path / "wiki_page_targets").filter(pl.col("target_page_id").is_null())
+        .select(pl.lit(lang).alias("lang"), pl.col("target").alias("title")).unique().collect()
+        for lang, path in sorted(languages.items())
+    ])
+    return (linked.join(sitelinks, on=["lang", "title"], how="inner")
+            .select("lang", "title", pl.col("qid").alias("entity"), "qid").sort("lang", "title"))
+
+
+def link_counts(languages: Mapping[str, Path], titles: pl.DataFrame, link_titles: pl.DataFrame) -> pl.DataFrame:
+    """``entity``, ``lang``, ``has_page``, ``links``: the links of ``wiki_links`` per entity and language — to the
+    entity's page (``titles``, by page id) or, where the dump has no page, to its sitelink title (``link_titles``)."""
+    frames = []
+    for lang, path in sorted(languages.items()):
+        links = scan_table(path / "wiki_links").select("target", "target_page_id")
+        to_page = (links.filter(pl.col("target_page_id").is_not_null()).group_by("target_page_id").agg(pl.len())
+                   .collect().join(titles.filter(pl.col("lang") == lang)
+                                   .select(pl.col("page_id").alias("target_page_id"), "entity"), on="target_page_id"))
+        to_title = (links.filter(pl.col("target_page_id").is_null()).group_by("target").agg(pl.len())
+                    .collect().join(link_titles.filter(pl.col("lang") == lang)
+                                    .select(pl.col("title").alias("target"), "entity"), on="target"))
+        frames += [to_page.select("entity", pl.lit(lang).alias("lang"), pl.lit(True).alias("has_page"),
+                                  pl.col("len").cast(pl.Int64).alias("links")),
+                   to_title.select("entity", pl.lit(lang).alias("lang"), pl.lit(False).alias("has_page"),
+                                   pl.col("len").cast(pl.Int64).alias("links"))]
+    schema = {"entity": pl.Utf8, "lang": pl.Utf8, "has_page": pl.Boolean, "links": pl.Int64}
+    return (pl.concat([pl.DataFrame(schema=schema), *frames])
+            .group_by("entity", "lang", "has_page", maintain_order=True).agg(pl.col("links").sum()))
+
+
+def entity_rows(settings: EntitySettings, titles: pl.DataFrame, link_titles: pl.DataFrame,
+                counts: pl.DataFrame) -> pl.DataFrame:
+    """One row per entity (a page in some language, or a linked title keyed by its sitelink), its link count over
+    all languages and whether it is in the vocabulary. The title is the English one (page or sitelink), else a page's
+    title in the first language, else a linked title's."""
+    rows = pl.concat([
+        titles.select("entity", "qid", "lang", "title", pl.lit(True).alias("has_page")),
+        link_titles.select("entity", "qid", "lang", "title", pl.lit(False).alias("has_page")),
+    ]).join(counts, on=["entity", "lang", "has_page"], how="left").with_columns(pl.col("links").fill_null(0))
+    per_entity = (rows.sort("has_page", "lang", descending=[True, False])
+                  .group_by("entity", maintain_order=True)
+                  .agg(pl.col("qid").first(),
+                       pl.col("title").filter(pl.col("lang") == "en").first().alias("title_en"),
+                       pl.col("title").first().alias("title_first"),
+                       pl.col("links").sum().alias("link_count"),
+                       pl.col("links").filter(~pl.col("has_page")).sum().alias("links_without_page"),
+                       pl.col("lang").filter(pl.col("has_page")).n_unique().alias("n_languages")))
+    return per_entity.select(
+        "entity", "qid", pl.coalesce("title_en", "title_first").alias("title"),
+        pl.col("link_count").cast(pl.Int64), pl.col("n_languages").cast(pl.Int32),
+        (pl.col("link_count") > settings.min_link_count).alias("in_vocab"),
+        pl.col("links_without_page").cast(pl.Int64),
+    ).sort("link_count", "entity", descending=[True, False])
+
+
 def build_entity_tables(settings: EntitySettings, languages: Mapping[str, Path], wikidata: Path | None,
                         out: Path) -> StageResult:
     """``languages`` maps a language to its ``wiki_extract`` artifact; ``wikidata`` is the ``wikidata`` artifact."""
@@ -57,35 +145,48 @@ def build_entity_tables(settings: EntitySettings, languages: Mapping[str, Path],
         for lang, path in sorted(languages.items())
     ])
     if wikidata is not None:
-        sitelinks = pl.read_parquet(wikidata / "wikidata_sitelinks.parquet").select("lang", "title", "qid")
-        sitelinks = sitelinks.unique(["lang", "title"], keep="first", maintain_order=True)
+        sitelinks = read_sitelinks(wikidata)
         titles = articles.join(sitelinks, on=["lang", "title"], how="left")
+        link_titles = linked_titles_without_page(languages, sitelinks)
     else:
         titles = articles.with_columns(pl.lit(None, pl.Utf8).alias("qid"))
+        link_titles = pl.DataFrame(schema={"lang": pl.Utf8, "title": pl.Utf8, "entity": pl.Utf8, "qid": pl.Utf8})
     titles = titles.with_columns(
         pl.coalesce("qid", pl.col("lang") + pl.lit(":") + pl.col("title")).alias("entity"))
+    counts = link_counts(languages, titles, link_titles)
+    entities = entity_rows(settings, titles, link_titles, counts)
+    types = _types(source, entities, titles, wikidata)
 
-    counts = pl.concat([
-        scan_table(path / "wiki_links").filter(pl.col("target_page_id").is_not_null())
-        .group_by("target_page_id").agg(pl.len().alias("links"))
-        .select(pl.lit(lang).alias("lang"), pl.col("target_page_id").alias("page_id"), "links").collect()
-        for lang, path in sorted(languages.items())
-    ])
-    per_entity = (titles.join(counts, on=["lang", "page_id"], how="left")
-                  .with_columns(pl.col("links").fill_null(0))
-                  .sort("lang")
-                  .group_by("entity", maintain_order=True)
-                  .agg(pl.col("qid").first(),
-                       pl.col("title").filter(pl.col("lang") == "en").first().alias("title_en"),
-                       pl.col("title").first().alias("title_first"),
-                       pl.col("links").sum().alias("link_count"),
-                       pl.col("lang").n_unique().alias("n_languages")))
-    entities = per_entity.select(
-        "entity", "qid", pl.coalesce("title_en", "title_first").alias("title"),
-        pl.col("link_count").cast(pl.Int64), pl.col("n_languages").cast(pl.Int32),
-        (pl.col("link_count") > settings.min_link_count).alias("in_vocab"),
-    ).sort("link_count", "entity", descending=[True, False])
+    entities.write_parquet(out / "entities.parquet", compression="zstd")
+    titles.select("lang", "title", "page_id", "entity", "qid").sort("lang", "page_id").write_parquet(
+        out / "entity_titles.parquet", compression="zstd")
+    link_titles.write_parquet(out / "entity_link_titles.parquet", compression="zstd")
+    types.write_parquet(out / "entity_types.parquet", compression="zstd")
+    vocab = int(entities["in_vocab"].sum())
+    typed_vocab = types.join(entities.filter("in_vocab").select("entity"), on="entity")["entity"].n_unique()
+    without_page = entities.filter(pl.col("n_languages") == 0)
+    stats = {"entities": entities.height, "vocabulary": vocab, "vocabulary_with_type": int(typed_vocab),
+             "articles": titles.height, "articles_with_qid": int(titles["qid"].is_not_null().sum()),
+             "linked_titles_without_page": link_titles.height,
+             "links_without_page": int(counts.filter(~pl.col("has_page"))["links"].sum()),
+             "entities_without_page": without_page.height,
+             "vocabulary_without_page": int(without_page["in_vocab"].sum()),
+             "type_source": source, "types": int(types["type"].n_unique())}
+    log.info("entities: %d (vocabulary %d with > %d links; %d typed from %s); %d of %d articles mapped to a QID; "
+             "%d links to %d titles without a page counted by their Wikidata sitelink (%d entities have no page, %d "
+             "of them in the vocabulary)", entities.height, vocab, settings.min_link_count, typed_vocab, source,
+             stats["articles_with_qid"], titles.height, stats["links_without_page"], link_titles.height,
+             without_page.height, stats["vocabulary_without_page"])
+    return StageResult(
+        tables={"entities": "entities.parquet", "entity_titles": "entity_titles.parquet",
+                "entity_link_titles": "entity_link_titles.parquet", "entity_types": "entity_types.parquet"},
+        stats=stats,
+    )
 
+
+def _types(source: str, entities: pl.DataFrame, titles: pl.DataFrame, wikidata: Path | None) -> pl.DataFrame:
+    """``entity``, ``type``, ``type_label``, ``source``: Wikidata P31 of every entity with a QID (a page or not),
+    the page's infobox templates, or nothing."""
     if source == "wikidata":
         assert wikidata is not None
         wd_types = pl.read_parquet(wikidata / "wikidata_types.parquet")
@@ -99,22 +200,4 @@ def build_entity_tables(settings: EntitySettings, languages: Mapping[str, Path],
                          .alias("type"), pl.col("infoboxes").alias("type_label"), pl.lit("infobox").alias("source")))
     else:
         types = pl.DataFrame(schema={"entity": pl.Utf8, "type": pl.Utf8, "type_label": pl.Utf8, "source": pl.Utf8})
-    types = types.unique(["entity", "type"], keep="first").sort("entity", "type")
-
-    entities.write_parquet(out / "entities.parquet", compression="zstd")
-    titles.select("lang", "title", "page_id", "entity", "qid").sort("lang", "page_id").write_parquet(
-        out / "entity_titles.parquet", compression="zstd")
-    types.write_parquet(out / "entity_types.parquet", compression="zstd")
-    vocab = int(entities["in_vocab"].sum())
-    typed_vocab = types.join(entities.filter("in_vocab").select("entity"), on="entity")["entity"].n_unique()
-    stats = {"entities": entities.height, "vocabulary": vocab, "vocabulary_with_type": int(typed_vocab),
-             "articles": titles.height, "articles_with_qid": int(titles["qid"].is_not_null().sum()),
-             "type_source": source, "types": int(types["type"].n_unique())}
-    log.info("entities: %d (vocabulary %d with > %d links; %d typed from %s); %d of %d articles mapped to a QID",
-             entities.height, vocab, settings.min_link_count, typed_vocab, source, stats["articles_with_qid"],
-             titles.height)
-    return StageResult(
-        tables={"entities": "entities.parquet", "entity_titles": "entity_titles.parquet",
-                "entity_types": "entity_types.parquet"},
-        stats=stats,
-    )
+    return types.unique(["entity", "type"], keep="first").sort("entity", "type")

@@ -9,7 +9,13 @@ equal the encoder's hidden size (768 for BERT-base). This module
 * exports only the vocabulary's rows (:func:`export_vectors`): Parquet ``entity`` (str key, a QID or ``"en:Title"``),
   ``title`` (str, as given), ``vector`` (``fixed_size_list<float32>[dim]``). Wikipedia2Vec's word2vec text export is not
   used: it does not read back (a token contains a newline, titles contain U+00A0), and the full model does not fit
-  in memory for large dumps (EASE issue #9), so only the needed rows are read from the memory-mapped model.
+  in memory for large dumps (EASE issue #9), so only the needed rows are read from the memory-mapped model;
+* looks each vocabulary entity up by its title in the model's language (:func:`vocabulary_titles`): its page there,
+  else its Wikidata sitelink to that Wikipedia. Wikipedia2Vec's entities are link *targets* — every title linked
+  ``min_entity_count`` times gets a vector, whether its page is in the dump or not — so taking titles from pages alone
+  dropped every linked entity whose own page is absent (issue 51: trained on the English sample, the model has 11 of
+  the EASE kit's 16 entities, but only 2 got their vector — of the 5 whose page is in the sample, the 2 linked at
+  least 5 times; "United States", "China" and 7 more have no page there. With sitelinks all 11 get theirs).
 
 ``wikipedia2vec`` (optional extra ``entity-vectors``, pinned to 2.0.0: a binary manylinux wheel, no compiler) is
 imported inside functions, so this module imports without it. No torch, no prefect.
@@ -713,18 +719,64 @@ def export_vectors(
 
 # ---------------------------------------------------------------------------------------------------- stage
 
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: vocabulary entities without a page in the dump are looked up by their Wikidata sitelink title
+
+
+def _read_columns(path: Path, columns: tuple[str, ...], what: str) -> pl.DataFrame:
+    """``columns`` of the Parquet table ``path`` (an upstream artifact), with errors naming the file and what is
+    missing, so a stale or foreign artifact fails here rather than deep inside a join."""
+    if not path.is_file():
+        raise FileNotFoundError(f"entity vectors: the {what} table is missing: {path}")
+    have = pl.read_parquet_schema(path)
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise ValueError(f"entity vectors: {path} ({what}) has no column(s) {missing}; it has {sorted(have)}")
+    return pl.read_parquet(path, columns=list(columns))
+
+
+def vocabulary_titles(entities_dir: Path, language: str,
+                      wikidata_dir: Path | None = None) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The title in ``language`` of each vocabulary entity: ``entity``, ``title``, sorted by entity; and counts.
+
+    A title comes from the entity's page in the dump (``entity_titles``) or, for an entity keyed by a QID whose page
+    the dump lacks, from its Wikidata sitelink to the ``<language>`` Wikipedia (``wikidata_sitelinks``). Why both:
+    Wikipedia2Vec's entities are link *targets* (every title linked at least ``min_entity_count`` times gets a vector,
+    whether or not its page is in the dump), so a page-only lookup silently drops every linked entity whose own page is
+    absent (module docstring). The page title wins where both exist (they agree: ``entities`` keys a page by the
+    sitelink of its title).
+    ``<lang>:<title>`` keys (no QID) have no sitelink; those of ``language`` are pages and so already covered.
+    """
+    vocab = _read_columns(entities_dir / "entities.parquet", ("entity", "in_vocab"), "entities").filter("in_vocab")
+    pages = (_read_columns(entities_dir / "entity_titles.parquet", ("lang", "entity", "title"), "entity_titles")
+             .filter(pl.col("lang") == language).select("entity", "title"))
+    frames = [vocab.select("entity").join(pages, on="entity", how="inner").with_columns(pl.lit(0).alias("source"))]
+    sitelink_rows = 0
+    if wikidata_dir is not None:
+        links = (_read_columns(wikidata_dir / "wikidata_sitelinks.parquet", ("qid", "lang", "title"),
+                               "wikidata_sitelinks")
+                 .filter(pl.col("lang") == language).select(pl.col("qid").alias("entity"), "title"))
+        sitelink_rows = links.height
+        if not sitelink_rows:
+            log.warning("entity vectors: %s has no sitelink to the %r Wikipedia (corpora.wikidata.wikis lacks "
+                        "'%swiki'?): entities without a %s page in the dump get no title", wikidata_dir, language,
+                        language, language)
+        frames.append(vocab.select("entity").join(links, on="entity", how="inner")
+                      .with_columns(pl.lit(1).alias("source")))
+    titles = (pl.concat(frames).sort("entity", "source", maintain_order=True)
+              .unique("entity", keep="first", maintain_order=True))
+    counts = {"vocabulary": vocab.height, "vocabulary_with_title": titles.height,
+              "titles_from_pages": int((titles["source"] == 0).sum()),
+              "titles_from_sitelinks": int((titles["source"] == 1).sum()), "sitelinks_in_language": sitelink_rows}
+    return titles.select("entity", "title"), counts
 
 
 def build_entity_vectors(settings: EntityVectorSettings, dump: Path | None, entities_dir: Path, wiki_lang_dir: Path,
-                         out: Path) -> StageResult:
-    """Stage ``entity_vectors``: vectors of the vocabulary entities (``entities`` artifact, ``in_vocab``) that have a
-    page in ``settings.language``, from a model trained on ``dump`` or the pretrained file. Redirects of that wiki
+                         out: Path, wikidata_dir: Path | None = None) -> StageResult:
+    """Stage ``entity_vectors``: vectors of the vocabulary entities (``entities`` artifact, ``in_vocab``) by their
+    title in ``settings.language`` (:func:`vocabulary_titles`: their page there, else — with the ``wikidata``
+    artifact — their sitelink there), from a model trained on ``dump`` or the pretrained file. Redirects of that wiki
     (``wiki_extract`` artifact) resolve titles the model lacks."""
-    vocab = pl.read_parquet(entities_dir / "entities.parquet").filter("in_vocab").select("entity")
-    titles = (pl.read_parquet(entities_dir / "entity_titles.parquet")
-              .filter(pl.col("lang") == settings.language).select("entity", "title"))
-    wanted = vocab.join(titles, on="entity", how="inner").unique("entity", keep="first").sort("entity")
+    wanted, title_counts = vocabulary_titles(entities_dir, settings.language, wikidata_dir)
     pages = scan_table(wiki_lang_dir / "wiki_pages")
     redirects = dict(pages.filter(pl.col("is_redirect") & pl.col("redirect_to").is_not_null())
                      .select("title", "redirect_to").collect().iter_rows())
@@ -736,7 +788,8 @@ def build_entity_vectors(settings: EntityVectorSettings, dump: Path | None, enti
         assert model is not None, "entity_vectors runs only when mode is not 'none'"
         counts = export_vectors(model, wanted, out / "entity_vectors.parquet", settings.dim, redirects)
     counts = {k: v for k, v in counts.items() if isinstance(v, int | float | str)}
-    counts.update(vocabulary=vocab.height, vocabulary_with_title=wanted.height, language=settings.language)
-    log.info("entity vectors: %s of %d vocabulary entities with a %s title (%d in the vocabulary)",
-             counts.get("found", "?"), wanted.height, settings.language, vocab.height)
+    counts.update(title_counts, language=settings.language)
+    log.info("entity vectors: %s of %d vocabulary entities with a %s title (%d from their page, %d from a Wikidata "
+             "sitelink; %d in the vocabulary)", counts.get("found", "?"), wanted.height, settings.language,
+             title_counts["titles_from_pages"], title_counts["titles_from_sitelinks"], title_counts["vocabulary"])
     return StageResult(tables={"entity_vectors": "entity_vectors.parquet"}, stats=counts)

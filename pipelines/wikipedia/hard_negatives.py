@@ -18,6 +18,12 @@ EASE (seed paper §3.2–3.3; docs methods §4.4, ``build_type_hardnegative_data
 
 Every random choice is a splitmix64 hash of (seed, what is chosen), so the output depends only on the inputs and the
 seed — not on shard order, process count or library versions. Positive entities must be in the vocabulary.
+
+A link's entity is that of its target page (``entity_titles``) or, when the dump has no page for the target, that of
+the target's Wikidata sitelink title (``entity_link_titles``, from the ``entities`` stage): EASE keeps a link to any
+entity of its vocabulary, whether or not the target's page is in the processed dump. The same holds for the
+same-page exclusion (every title linked on the page) and the types (Wikidata P31 of the QID, page or not). A link
+whose target has neither a page nor a sitelink is dropped as ``link_target_missing``.
 """
 
 from __future__ import annotations
@@ -36,9 +42,11 @@ from pipelines.seeded_hash import seeded_hash, splitmix64
 from pipelines.wikipedia.artifact_tables import scan_shards, scan_table
 
 log = logging.getLogger("polysent.pipelines.ease")
-STAGE_VERSION = "6"  # 4: every draw of an entity is a column of its row (no positional alignment after a join);
+STAGE_VERSION = "7"  # 4: every draw of an entity is a column of its row (no positional alignment after a join);
 #   5: a page's own subject (origin_entity) is never a hard negative of its sentences; 6: a language without pairs
 #   writes a schema-only file with the table's columns (it wrote a column-less one when no language had a pair)
+#   7: a link to a title the dump has no page for is a pair when the title has a Wikidata sitelink (entity_link_titles);
+#   such titles linked on a page are excluded from its hard negatives too
 
 
 class HardNegativeSettings(BaseModel):
@@ -132,14 +140,17 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
     """``languages``: ``wiki_extract`` artifact per language; ``shards``: its ``wiki_shard`` artifacts (sentences)."""
     entities = pl.read_parquet(entities_dir / "entities.parquet")
     titles = pl.read_parquet(entities_dir / "entity_titles.parquet")
+    link_titles = read_link_titles(entities_dir / "entity_link_titles.parquet")
     types = pl.read_parquet(entities_dir / "entity_types.parquet")
     vocab = entities.filter("in_vocab").select("entity")
     cands = type_candidates(types.join(vocab, on="entity"), settings.negatives_per_entity, settings.seed)
     cands.write_parquet(out / "entity_negative_candidates.parquet", compression="zstd")
     drops: list[dict] = []
     frames: list[pl.DataFrame] = []
+    by_sitelink: dict[str, int] = {}
     for lang, path in sorted(languages.items()):
-        sampled, lang_drops = _language_pairs(settings, lang, path, shards[lang], titles, vocab, cands)
+        sampled, lang_drops, by_sitelink[lang] = _language_pairs(
+            settings, lang, path, shards[lang], _EntityKeys.of(lang, titles, link_titles), vocab, cands)
         frames.append(sampled)
         drops += lang_drops
     result = pl.concat(frames) if frames else pl.DataFrame(schema=PAIR_SCHEMA)
@@ -164,7 +175,7 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
                 "ease_drop_counts": "ease_drop_counts.parquet"},
         stats={"pairs": result.height, "per_language": {lang: int((result["lang"] == lang).sum()) if result.height
                                                         else 0 for lang in languages},
-               "drops": drops},
+               "links_to_entities_without_page": by_sitelink, "drops": drops},
     )
 
 
@@ -190,22 +201,61 @@ def no_pairs_reason(drops: list[dict], types: pl.DataFrame, vocab: pl.DataFrame)
     return f"most links were dropped as {worst[0]} ({worst[1]})"
 
 
-def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shards: list[Path], titles: pl.DataFrame,
-                    vocab: pl.DataFrame, cands: pl.DataFrame) -> tuple[pl.DataFrame, list[dict]]:
+def read_link_titles(path: Path) -> pl.DataFrame:
+    """The ``entities`` stage's ``entity_link_titles`` (``lang``, ``title``, ``entity``), with an error naming the
+    file when it is missing or lacks a column (an ``entities`` artifact written before its version 2)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"hard negatives: the entity_link_titles table is missing: {path} (the entities "
+                                f"stage writes it from version 2 on)")
+    have = pl.read_parquet_schema(path)
+    missing = [c for c in ("lang", "title", "entity") if c not in have]
+    if missing:
+        raise ValueError(f"hard negatives: {path} (entity_link_titles) has no column(s) {missing}; "
+                         f"it has {sorted(have)}")
+    return pl.read_parquet(path, columns=["lang", "title", "entity"])
+
+
+class _EntityKeys:
+    """One language's ways from a link target to its entity: by the target's page id, or by its title where the
+    dump has no page for it."""
+
+    def __init__(self, by_page: pl.DataFrame, by_title: pl.DataFrame) -> None:
+        self.by_page, self.by_title = by_page, by_title
+
+    @classmethod
+    def of(cls, lang: str, titles: pl.DataFrame, link_titles: pl.DataFrame) -> _EntityKeys:
+        return cls(titles.filter(pl.col("lang") == lang).select("page_id", "entity"),
+                   link_titles.filter(pl.col("lang") == lang).select("title", "entity")
+                   .unique("title", keep="first", maintain_order=True))
+
+    def resolve(self, df: pl.DataFrame, name: str = "entity") -> pl.DataFrame:
+        """``df`` (with ``target``, ``target_page_id``) and column ``name``: the entity of the target's page, or of
+        its title when ``target_page_id`` is null; null when neither is known. Rows and their order are kept."""
+        return (df.join(self.by_page.select(pl.col("page_id").alias("target_page_id"), pl.col("entity").alias("_p")),
+                        on="target_page_id", how="left", maintain_order="left")
+                .join(self.by_title.select(pl.col("title").alias("target"), pl.col("entity").alias("_t")),
+                      on="target", how="left", maintain_order="left")
+                .with_columns(pl.when(pl.col("target_page_id").is_null()).then(pl.col("_t")).otherwise(pl.col("_p"))
+                              .alias(name))
+                .drop("_p", "_t"))
+
+
+def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shards: list[Path], keys: _EntityKeys,
+                    vocab: pl.DataFrame, cands: pl.DataFrame) -> tuple[pl.DataFrame, list[dict], int]:
     """One language's sampled pairs, processed ``pages_per_chunk`` pages at a time.
 
     Memory stays bounded at full-dump scale: a chunk's links are exploded against the candidates and the same-page
     links, then only the rows that can still be sampled are kept. That pruning is exact: the per-entity cap keeps
     each entity's smallest hashes and the quota the smallest hashes overall, and a row cut by either can never come
     back (a later row that evicts a survivor has a smaller hash, so the survivors below any hash never decrease).
+    The third value counts the links whose target has no page in the dump but an entity by its sitelink.
     """
-    t = titles.filter(pl.col("lang") == lang).select("page_id", "entity")
     cap, quota = settings.max_pairs_per_entity, settings.quota(lang)
-    links_lf = scan_table(path / "wiki_links").select(*_KEY, "start", "end", "surface", "target_page_id")
-    targets_lf = scan_table(path / "wiki_page_targets").select("page_id", "target_page_id")
+    links_lf = scan_table(path / "wiki_links").select(*_KEY, "start", "end", "surface", "target", "target_page_id")
+    targets_lf = scan_table(path / "wiki_page_targets").select("page_id", "target", "target_page_id")
     bounds = links_lf.select(pl.col("page_id").min().alias("lo"), pl.col("page_id").max().alias("hi"),
                              pl.len().alias("n")).collect().row(0, named=True)
-    n = {"links": 0, "missing": 0, "pairs": 0, "in_vocab": 0, "with_cands": 0, "kept": 0}
+    n = {"links": 0, "missing": 0, "by_sitelink": 0, "pairs": 0, "in_vocab": 0, "with_cands": 0, "kept": 0}
     per_entity: dict[str, int] = {}
     survivors: pl.DataFrame | None = None
     if bounds["n"]:
@@ -216,7 +266,7 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
             links = links_lf.filter(in_range).collect()
             if links.is_empty():
                 continue
-            kept = _chunk_pairs(settings, links, targets_lf.filter(in_range).collect(), t, vocab, cands, n)
+            kept = _chunk_pairs(settings, links, targets_lf.filter(in_range).collect(), keys, vocab, cands, n)
             for e, c in kept.group_by("entity").len().iter_rows():
                 per_entity[e] = per_entity.get(e, 0) + c
             pool = kept if survivors is None else pl.concat([survivors, kept])
@@ -239,9 +289,10 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
         ("all_candidates_linked_on_page", n["with_cands"] - n["kept"]),
         ("over_entity_cap", n["kept"] - capped),
         ("over_language_quota", capped - sampled.height))]
-    log.info("%s: %d links → %d pairs with hard negatives → %d sampled (cap %d per entity, quota %d)", lang,
-             n["links"], n["kept"], sampled.height, cap, quota)
-    return sampled, drops
+    log.info("%s: %d links (%d to a title without a page, keyed by its Wikidata sitelink) → %d pairs with hard "
+             "negatives → %d sampled (cap %d per entity, quota %d)", lang, n["links"], n["by_sitelink"], n["kept"],
+             sampled.height, cap, quota)
+    return sampled, drops, n["by_sitelink"]
 
 
 def _n_pages(path: Path) -> int:
@@ -249,20 +300,21 @@ def _n_pages(path: Path) -> int:
 
 
 def _chunk_pairs(settings: HardNegativeSettings, links: pl.DataFrame, page_targets: pl.DataFrame,
-                 titles: pl.DataFrame, vocab: pl.DataFrame, cands: pl.DataFrame, n: dict[str, int]) -> pl.DataFrame:
+                 keys: _EntityKeys, vocab: pl.DataFrame, cands: pl.DataFrame, n: dict[str, int]) -> pl.DataFrame:
     """The pairs of one chunk of pages that keep a candidate after the same-page exclusion (the entities linked on
-    the page and the page's own subject), with their negative."""
+    the page — by their page or their sitelink title — and the page's own subject), with their negative."""
+    links = keys.resolve(links)
+    no_page = links["target_page_id"].is_null()
     n["links"] += links.height
-    n["missing"] += links["target_page_id"].null_count()
-    pairs = (links.drop_nulls("target_page_id")
-             .join(titles.rename({"page_id": "target_page_id"}), on="target_page_id", how="inner")
-             .join(titles.rename({"entity": "origin_entity"}), on="page_id", how="left"))
+    n["missing"] += int((no_page & links["entity"].is_null()).sum())
+    n["by_sitelink"] += int((no_page & links["entity"].is_not_null()).sum())
+    pairs = (links.drop_nulls("entity").drop("target", "target_page_id")
+             .join(keys.by_page.rename({"entity": "origin_entity"}), on="page_id", how="left"))
     in_vocab = pairs.join(vocab, on="entity", how="semi")
     with_cands = in_vocab.join(cands, on="entity", how="inner")
-    linked = (page_targets.join(titles.rename({"page_id": "target_page_id", "entity": "candidate"}),
-                                on="target_page_id").select("page_id", "candidate"))
+    linked = keys.resolve(page_targets, "candidate").drop_nulls("candidate").select("page_id", "candidate")
     subject = (links.select("page_id").unique()
-               .join(titles.rename({"entity": "candidate"}), on="page_id").select("page_id", "candidate"))
+               .join(keys.by_page.rename({"entity": "candidate"}), on="page_id").select("page_id", "candidate"))
     page_entities = pl.concat([linked, subject]).unique()
     exploded = (with_cands.select(*_KEY, "candidates").with_columns(
         pl.int_ranges(0, pl.col("candidates").list.len()).alias("pos")).explode("candidates", "pos")

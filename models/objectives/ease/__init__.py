@@ -10,7 +10,7 @@ tanh(W · E[·] + b) with ``nonlinear`` too) and B = N sentences::
     L_s = CE( [cos(z1_i, z2_j) / τ_s]_{i,j}, arange(B) )                                          (SimCSE term)
     logits_i = [ cos(z1_i, e_j) / τ_e ]_{j=1..B}  ‖  [ cos(z1_i, n_j) / τ_e + w_hn · 1[i = j] ]_{j=1..B}
     L_e = CE( logits, arange(B) )                                                                 (entity term)
-    L = L_s + λ · L_e
+    L = μ · L_s + λ · L_e        (μ = ``simcse_weight``, 1 in the paper; 0: the entity term alone, a diagnostic)
 
 Only z1 is contrasted with entities (z2 appears only in L_s); both terms are one-directional (the code's
 ``use_equal_loss`` and ``use_entity_to_sentence_loss`` are off by default).
@@ -64,7 +64,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from models.lazy_torch import torch
 from models.objective_registry import Citation, Objective, objective
@@ -108,7 +108,11 @@ class EaseObjective(Objective):
     ``hard_negative_weight: 1.0``, ``nonlinear: true`` and ``entity_projection_bias: true`` (``EntityMLPLayer``:
     tanh(W · E[·] + b)); ``entity_projection_bias: true`` alone (W · E[·] + b) is polysent's earlier head;
     ``duplicate_negatives: mask`` (same-text / same-entity columns out of the denominators) is polysent's own.
-    ``entity_temperature`` divides (10 multilingual, 100 monolingual)."""
+    ``entity_temperature`` divides (10 multilingual, 100 monolingual). ``simcse_weight`` μ scales the SimCSE term
+    (1, the paper; 0 with ``entity_weight: 1``: the entity term alone, issue 51's entity-only diagnostic); it enters a
+    cache key only when set."""
+
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("simcse_weight",)
 
     kind: Literal["ease"] = "ease"
     data: Literal["hard_negatives"] = "hard_negatives"
@@ -117,6 +121,7 @@ class EaseObjective(Objective):
     simcse_temperature: Positive = 0.05
     entity_temperature: Positive = 10.0
     entity_weight: NonNegative = 0.01
+    simcse_weight: NonNegative = 1.0
     hard_negatives: bool = True
     hard_negative_weight: float = 0.0
     nonlinear: bool = False
@@ -153,7 +158,27 @@ class EaseComponent(Component, builds=EaseObjective):
         # was, so the readings of the head train under the same dropout masks and batches
         head = EntityHead.from_vectors(self.data.vectors, student.dim, nonlinear=o.nonlinear, seed=o.seed,
                                        bias=o.entity_projection_bias, init_seed=settings.seed + stream)
+        # the head as it starts: the retrieval witness compares the trained head with it (``export``)
+        self.initial_head = {k: v.detach().clone() for k, v in head.state_dict().items()}
+        self.steps = settings.steps
         self.modules["entities"] = head.to(device)
+
+    def export(self, out: Path) -> dict[str, Any]:
+        """The entity head, trained and as it started, with its vocabulary: ``out/entity_head/<name>.safetensors``
+        (``entity_head.save_heads``), read by the retrieval witness (``models.evaluation.entity_retrieval``). Returns
+        the file (relative to ``out``) and the head's movement, ‖W_trained − W_init‖_F / ‖W_init‖_F
+        (``entity_head_movement``) and the same over the entity table (``entity_table_movement``)."""
+        from models.objectives.ease.entity_head import HEAD_DIR, save_heads
+
+        o = self.objective
+        rel = f"{HEAD_DIR}/{self.name}.safetensors"
+        meta = {"objective": self.name, "steps": self.steps, "entity_temperature": o.entity_temperature,
+                "entity_weight": o.entity_weight, "hard_negative_weight": o.hard_negative_weight}
+        moved = save_heads(out / rel, self.modules["entities"], self.initial_head, self.data.entities, meta)
+        log.info("objective %s: entity head written to %s; ‖W − W₀‖/‖W₀‖ = %.4g, entity table %.4g", self.name,
+                 out / rel, moved["w"], moved["table"])
+        return {"entity_head": rel, "entity_head_movement": moved["w"], "entity_table_movement": moved["table"],
+                **({"entity_bias_movement": moved["bias"]} if "bias" in moved else {})}
 
     def batch(self, step: int) -> StepBatch:
         o, idx = self.objective, self.plan.batch(step)
@@ -175,7 +200,8 @@ class EaseComponent(Component, builds=EaseObjective):
             n = distributed.gather(head(local_neg).float()) if o.hard_negatives else None
             return ease_loss(z1, z2, e, n, simcse_temperature=o.simcse_temperature,
                              entity_temperature=o.entity_temperature, hard_negative_weight=o.hard_negative_weight,
-                             entity_weight=o.entity_weight, groups=text_ids, entity_groups=ent_ids)
+                             entity_weight=o.entity_weight, groups=text_ids, entity_groups=ent_ids,
+                             simcse_weight=o.simcse_weight)
 
         local = self.local(texts)
         return StepBatch([local, list(local)], loss_fn, 2 * len(texts))
@@ -207,8 +233,8 @@ def ease_entity_loss(sentences: torch.Tensor, entities: torch.Tensor, negatives:
 def ease_loss(z1: torch.Tensor, z2: torch.Tensor, entities: torch.Tensor, negatives: torch.Tensor | None = None,
               simcse_temperature: float = 0.05, entity_temperature: float = 10.0, hard_negative_weight: float = 0.0,
               entity_weight: float = 0.01, groups: torch.Tensor | None = None,
-              entity_groups: torch.Tensor | None = None) -> torch.Tensor:
-    """EASE's total loss L = simcse_loss(z1, z2) + λ · ease_entity_loss(z1, entities, negatives).
+              entity_groups: torch.Tensor | None = None, simcse_weight: float = 1.0) -> torch.Tensor:
+    """EASE's total loss L = μ · simcse_loss(z1, z2) + λ · ease_entity_loss(z1, entities, negatives).
 
     Args:
         z1: B×d first dropout view (contrasted with z2 and with the entities).
@@ -222,6 +248,7 @@ def ease_loss(z1: torch.Tensor, z2: torch.Tensor, entities: torch.Tensor, negati
         groups: optional (B,) ids of same-text sentences, masked from each other's SimCSE denominators (None: kept,
             the paper).
         entity_groups: optional (B,) entity ids, masked likewise in the entity term (None: kept, the paper).
+        simcse_weight: μ on the SimCSE term (1.0, the paper; 0.0: the entity term alone, not even computed).
 
     Returns:
         The scalar loss.
@@ -229,7 +256,9 @@ def ease_loss(z1: torch.Tensor, z2: torch.Tensor, entities: torch.Tensor, negati
     check_matrix(z1, "z1")
     check_temperature(entity_temperature, "entity_temperature")
     check_temperature(simcse_temperature, "simcse_temperature")
-    sentence_term = simcse_loss(z1, z2, temperature=simcse_temperature, groups=groups)
     entity_term = ease_entity_loss(z1, entities, negatives, temperature=entity_temperature,
                                    hard_negative_weight=hard_negative_weight, entity_groups=entity_groups)
-    return sentence_term + entity_weight * entity_term
+    if simcse_weight == 0.0:
+        return entity_weight * entity_term
+    sentence_term = simcse_loss(z1, z2, temperature=simcse_temperature, groups=groups)
+    return (sentence_term if simcse_weight == 1.0 else simcse_weight * sentence_term) + entity_weight * entity_term

@@ -5,15 +5,31 @@ space — ``W · E[id]``, the paper's learnable matrix W (default: a bias-free l
 Part of the EASE objective (``models/objectives/ease/__init__.py``, which builds it in its component); a module of its
 own because it derives from ``torch.nn.Module`` at definition time, and the objective modules must import without
 loading torch (``models.lazy_torch``).
+
+The head file (``save_heads`` / ``load_heads``): a training run writes its head as trained *and* as it started, with
+the entity vocabulary, beside the exported model (``<run>/entity_head/<objective>.safetensors``), because the entity
+term's witness needs both — sentence → entity retrieval through the trained head against the same retrieval through the
+initial one (``models.evaluation.entity_retrieval``) — and the loss cannot be that witness: at the paper's τ_e = 10
+it stays within 0.2 of ln N whatever is learnt (methods §4.2). ``head_movement`` is ‖W_trained − W_init‖_F /
+‖W_init‖_F, the head's own movement.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["EntityHead"]
+__all__ = ["HEAD_DIR", "EntityHead", "SavedHeads", "head_movement", "load_heads", "save_heads"]
+
+HEAD_DIR = "entity_head"  # a run's head files: <run>/entity_head/<objective name>.safetensors, beside <run>/model
+HEAD_FILE_FORMAT = 1
 
 
 class EntityHead(nn.Module):
@@ -104,3 +120,88 @@ class EntityHead(nn.Module):
         with torch.no_grad():
             head.embedding.weight.copy_(table)
         return head
+
+
+def _relative_change(initial: torch.Tensor, trained: torch.Tensor) -> float:
+    base = float(torch.linalg.vector_norm(initial.double()))
+    moved = float(torch.linalg.vector_norm(trained.double() - initial.double()))
+    return moved / base if base > 0 else (0.0 if moved == 0 else float("inf"))
+
+
+def head_movement(initial: Mapping[str, torch.Tensor], trained: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    """How far training moved the head: ``w`` = ‖W_trained − W_init‖_F / ‖W_init‖_F (the paper's W, the linear
+    map), ``table`` = the same over the entity table's real rows (row 0, [PAD], stays zero) and ``bias`` when the head
+    has one (‖b_init‖ = 0 gives inf for any move). Under AdamW a tiny gradient still moves W by about lr per element
+    and step (Adam normalises it), and weight decay alone scales W by Π(1 − lr·wd), which moves this ratio without
+    changing a single cosine; the retrieval witness (``models.evaluation.entity_retrieval``) tells the two apart."""
+    out = {"w": _relative_change(initial["linear.weight"], trained["linear.weight"]),
+           "table": _relative_change(initial["embedding.weight"][1:], trained["embedding.weight"][1:])}
+    if "linear.bias" in initial:
+        out["bias"] = _relative_change(initial["linear.bias"], trained["linear.bias"])
+    return out
+
+
+@dataclass
+class SavedHeads:
+    """A head file read back: the head as it started and as trained (eval mode, CPU, frozen), its entity vocabulary
+    (``entities[k-1]`` is id k) and what the run recorded (``meta``: objective settings, steps)."""
+
+    initial: EntityHead
+    trained: EntityHead
+    entities: list[str]
+    meta: dict[str, Any]
+
+    def ids(self, names: Sequence[str]) -> np.ndarray:
+        """The head ids of entity ``names`` (0 where the head has no row for one: no [PAD] is ever scored)."""
+        row = {e: i + 1 for i, e in enumerate(self.entities)}
+        return np.array([row.get(n, 0) for n in names], dtype=np.int64)
+
+
+def _cpu_state(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", torch.float32).clone() for k, v in state.items()}
+
+
+def save_heads(path: Path, head: EntityHead, initial: Mapping[str, torch.Tensor], entities: Sequence[str],
+               meta: Mapping[str, Any]) -> dict[str, float]:
+    """Write ``head`` (trained) and its ``initial`` state with the vocabulary to ``path``: a safetensors file (tensors
+    ``initial.<key>`` and ``trained.<key>``, float32) whose one metadata entry ``polysent`` is sorted JSON (format,
+    entity names, ``nonlinear``, ``bias``, ``meta``), so equal heads give equal bytes (an artifact's content hash).
+    Returns ``head_movement``."""
+    from safetensors.torch import save_file
+
+    trained = _cpu_state(head.state_dict())
+    start = _cpu_state(initial)
+    if set(trained) != set(start):
+        raise ValueError(f"initial head state has keys {sorted(start)}, the trained head {sorted(trained)}")
+    if len(entities) != head.num_entities:
+        raise ValueError(f"{len(entities)} entity names for a head of {head.num_entities} entities")
+    info = {"format": HEAD_FILE_FORMAT, "entities": list(entities), "nonlinear": head.nonlinear, "bias": head.bias,
+            "meta": dict(meta)}
+    tensors = {f"{which}.{k}": v.contiguous() for which, state in (("initial", start), ("trained", trained))
+               for k, v in state.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata={"polysent": json.dumps(info, sort_keys=True)})
+    tmp.replace(path)
+    return head_movement(start, trained)
+
+
+def load_heads(path: Path) -> SavedHeads:
+    """Read a head file written by ``save_heads``; another file or format is refused by name."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        raw = (f.metadata() or {}).get("polysent")
+        info = json.loads(raw) if raw else {}
+        if info.get("format") != HEAD_FILE_FORMAT:
+            raise ValueError(f"{path}: not an entity head file of format {HEAD_FILE_FORMAT}")
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    heads = []
+    for which in ("initial", "trained"):
+        state = {k.split(".", 1)[1]: v for k, v in tensors.items() if k.startswith(f"{which}.")}
+        n_rows, dim = state["embedding.weight"].shape
+        head = EntityHead(n_rows - 1, dim, state["linear.weight"].shape[0], nonlinear=info["nonlinear"],
+                          bias=info["bias"])
+        head.load_state_dict(state)
+        heads.append(head.requires_grad_(False).eval())
+    return SavedHeads(heads[0], heads[1], list(info["entities"]), dict(info["meta"]))
