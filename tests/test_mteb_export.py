@@ -3,15 +3,14 @@
 The rows are purpose-built: each mteb-protocol row has mteb's own sample count for its subset (so it is exported), and
 beside it rows that must be skipped (another variant, another split, a subsample, a per-subset STS12 score). The files
 are read back with mteb's own classes (``mteb.TaskResult.from_disk``, ``mteb.ResultCache``, ``mteb.ModelMeta``; dev
-extra) where mteb is installed. ``pipelines/export/mteb_tasks.py`` is regenerated from the installed mteb with::
-
-    .venv/bin/python -c "from tests.test_mteb_export import write_task_module; write_task_module()"
+extra) where mteb is installed. The mteb task table (``pipelines/export/mteb_tasks.json``, package data) is
+regenerated from the installed mteb with ``make mteb-tasks`` (``tools/mteb_tasks.py``).
 """
 
 from __future__ import annotations
 
 import json
-import pprint
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import polars as pl
 import pytest
 
 from pipelines.export import mteb_results as mr
-from pipelines.export.mteb_tasks import MTEB_TASK_NAMES, MTEB_VERSION, TASKS
+from pipelines.export.mteb_tasks import DATA_FILE, MTEB_TASK_NAMES, MTEB_VERSION, TASKS
 
 RUN, MODEL = "xnli_mpcl", "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = {"classification": {"n_experiments": 10, "samples_per_label": 8, "seed": 42, "train_split": "train",
@@ -27,57 +26,34 @@ SETTINGS = {"classification": {"n_experiments": 10, "samples_per_label": 8, "see
             "clustering": {"mteb_document_sample": False, "seed": 42}}
 
 
-# -- the mteb task table, generated from (and checked against) the installed mteb -------------------------------------
-def mteb_task_table(names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    """Name → type, main score, evaluation splits, dataset revision, hf_subset → languages and the number of samples
-    per split and subset (mteb's descriptive statistics), from the installed mteb."""
-    import mteb
-
-    table = {}
-    for name in names:
-        meta = mteb.get_task(name).metadata
-        stats = meta.descriptive_stats or {}
-        samples: dict[str, dict[str, int]] = {}
-        for split in meta.eval_splits:
-            s = stats.get(split) or {}
-            per = s.get("hf_subset_descriptive_stats")
-            samples[split] = ({k: v["num_samples"] for k, v in per.items()} if per
-                              else {"default": s["num_samples"]} if "num_samples" in s else {})
-        table[name] = {"type": meta.type, "main_score": meta.main_score, "eval_splits": list(meta.eval_splits),
-                       "revision": meta.revision, "languages": dict(meta.hf_subsets_to_langscripts),
-                       "num_samples": samples}
-    return table
-
-
-def write_task_module(path: Path | None = None) -> None:
+# -- the mteb task table: package data, generated from (and checked against) the installed mteb -----------------------
+def test_task_table_is_what_the_generator_writes_from_the_installed_mteb() -> None:
     import importlib.metadata
+    import importlib.util
 
-    path = path or Path(mr.__file__).with_name("mteb_tasks.py")
+    if importlib.util.find_spec("mteb") is None:
+        pytest.skip("mteb is not installed (dev extra: pip install -e '.[dev]'); the task table is checked against it")
+    from tools.mteb_tasks import render
 
-    version = importlib.metadata.version("mteb")
-    body = pprint.pformat(mteb_task_table(MTEB_TASK_NAMES), width=118, sort_dicts=False)
-    path.write_text(
-        f'"""mteb task metadata for ``pipelines.export.mteb_results`` — GENERATED from the installed mteb {version}\n'
-        "by ``tests/test_mteb_export.py`` (``write_task_module``); ``test_task_table_matches_installed_mteb``\n"
-        "fails when the installed mteb differs. Kept as data so the export needs neither mteb nor torch.\n\n"
-        "Per task: type, main_score, eval_splits, the dataset revision, hf_subset → languages (``xxx-Scrp``) and\n"
-        "num_samples (split → hf_subset → samples, from mteb's descriptive statistics).\n"
-        '"""\n\n'
-        "from __future__ import annotations\n\n"
-        "from typing import Any\n\n"
-        f"MTEB_VERSION = {version!r}\n"
-        f"MTEB_TASK_NAMES = {pprint.pformat(MTEB_TASK_NAMES, width=100)}\n\n"
-        f"TASKS: dict[str, dict[str, Any]] = {body}\n", "utf-8")
+    installed = importlib.metadata.version("mteb")
+    assert installed == MTEB_VERSION, (f"the installed mteb is {installed}, the task table was generated from "
+                                       f"{MTEB_VERSION}; regenerate it with `make mteb-tasks`")
+    text = resources.files("pipelines.export").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    assert render(MTEB_TASK_NAMES) == text, "pipelines/export/mteb_tasks.json is stale: run `make mteb-tasks`"
 
 
-def test_task_table_matches_installed_mteb() -> None:
-    pytest.importorskip("mteb")
-    import importlib.metadata
+def test_task_table_is_package_data_the_module_reads() -> None:
+    """The JSON ships inside the package (``[tool.setuptools.package-data]``) and the module exposes it as read."""
+    import tomllib
 
-    assert importlib.metadata.version("mteb") == MTEB_VERSION, (
-        "the installed mteb is not the one pipelines/export/mteb_tasks.py was generated from; regenerate it "
-        "(see this module's docstring)")
-    assert mteb_task_table(MTEB_TASK_NAMES) == TASKS
+    from pipelines.export import mteb_tasks
+
+    path = Path(mteb_tasks.__file__).with_name(DATA_FILE)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert (data["mteb_version"], tuple(data["task_names"]), data["tasks"]) == (MTEB_VERSION, MTEB_TASK_NAMES, TASKS)
+    assert list(TASKS) == list(MTEB_TASK_NAMES)
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert DATA_FILE in pyproject["tool"]["setuptools"]["package-data"]["pipelines.export"]
 
 
 # -- purpose-built rows -----------------------------------------------------------------------------------------------

@@ -9,6 +9,11 @@
 * ``mteb/``: the run's results that mteb computes the same way, in mteb's results layout
   (``pipelines.export.mteb_results``; ``mteb.ResultCache(DIR / "mteb")`` reads them), when there are any.
 
+The model files then pass through ``portable`` (the caller's, ``models.export_files.write_portable``, the writer
+``polysent convert-model`` uses too), so the folder loads in every transformers version the format promises — not
+only the one that trained it: the train artifact itself is left as it is (its bytes are its content hash, which later
+cache keys read).
+
 With ``interpolate_start`` α (``--interpolate-start``), the folder holds (1 − α)·start + α·trained instead of the
 trained weights (WiSE-FT; the caller passes the interpolation, ``models.training.interpolation``, since this package
 never imports torch): the start is the folder the run trained from, checked against the sha256 its train manifest
@@ -66,14 +71,17 @@ class ModelExport:
 
 # (start folder, trained folder, α, output folder, start name, trained name) → the lineage written
 Interpolate = Callable[[Path, Path, float, Path, str, str], dict[str, Any]]
+# the model folder, rewritten in place to load everywhere → what it changed
+Portable = Callable[[Path], Sequence[str]]
 
 
 def export_model(root: Any, run: str, out: Path, *,
                  describe_objectives: Callable[[Sequence[Mapping[str, Any]]], list[ObjectiveInfo]],
                  force: bool = False, model_name: str | None = None, interpolate_start: float | None = None,
-                 interpolate: Interpolate | None = None) -> ModelExport:
+                 interpolate: Interpolate | None = None, portable: Portable | None = None) -> ModelExport:
     """Publish training run ``run`` of the data root ``root`` (a ``warehouse.layout.DataRoot``) as ``out``; with
-    ``interpolate_start`` α, the interpolation of its start and its trained weights, written by ``interpolate``.
+    ``interpolate_start`` α, the interpolation of its start and its trained weights, written by ``interpolate``; the
+    model files made loadable everywhere by ``portable``.
 
     Raises FileExistsError for a non-empty ``out`` without ``force``, ``model_card.CardError`` for an unknown run, a
     damaged artifact or a start that cannot be interpolated with, ValueError for a model name that is not
@@ -103,6 +111,8 @@ def export_model(root: Any, run: str, out: Path, *,
                                             if facts.results and history is not None else None)
         else:
             shutil.copytree(model, tmp, dirs_exist_ok=True)
+        for change in portable(tmp) if portable is not None else ():
+            log.info("export-model %s: %s", run, change)
         if facts.results and history is not None and start is None:
             results = run_results(history, run)
             files, skipped = task_results(results)
@@ -167,4 +177,4 @@ def readable(root: Path) -> None:
                 os.chmod(os.path.join(dirpath, f), 0o644)
 
 
-__all__ = ["Interpolate", "ModelExport", "eval_history", "export_model", "readable", "train_artifact"]
+__all__ = ["Interpolate", "ModelExport", "Portable", "eval_history", "export_model", "readable", "train_artifact"]
