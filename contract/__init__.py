@@ -1,4 +1,5 @@
-"""What every layer below ``flows/`` agrees on, and nothing else: the stage contract (``contract.stage``).
+"""What every layer below ``flows/`` agrees on, and nothing else: the stage contract (``contract.stage``) and the one
+rule for cache keys (``contract.cache_keys``: fields added later stay out of a key while at their default).
 
 A top-level package of its own, beside ``pipelines/``, ``models/`` and ``warehouse/``, because each of those layers
 needs the type and none may reach into another for it: ``pipelines`` and ``models`` return a ``StageResult``,

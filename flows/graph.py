@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from contract import StageResult
+from contract.cache_keys import plain
 from warehouse.artifacts import ArtifactRef
 
 RunFn = Callable[[Path, Mapping[str, ArtifactRef], Mapping[str, Any]], StageResult]
@@ -42,11 +43,15 @@ class Node:
 
 
 def canonical(settings: Any) -> dict[str, Any]:
-    """Settings → plain JSON-able dict (the config part of a cache key)."""
+    """Settings → plain JSON-able dict (the config part of a cache key), for stages and training runs alike. Fields
+    added to a settings class later stay out while at their default — the one rule, ``contract.cache_keys``: a
+    pydantic model applies it in its own dump (``pipelines.key_defaults.KeyWhenSet``), a dataclass through
+    ``contract.cache_keys.plain`` (``dataclasses.asdict`` with the rule applied at every level: ``TrainSettings``,
+    each objective)."""
     if isinstance(settings, BaseModel):
         return settings.model_dump(mode="json")
-    if dataclasses.is_dataclass(settings):
-        return _jsonable(dataclasses.asdict(settings))
+    if dataclasses.is_dataclass(settings) and not isinstance(settings, type):
+        return plain(settings)
     return _jsonable(settings)
 
 

@@ -64,7 +64,7 @@ class Objective:
     weight: float
     batch_size: int
     # fields added after rows and caches were keyed with the objective: left out of a cache key while at their default
-    # (``models.settings.key_view``), so a run that does not use one keeps the key it had before it existed
+    # (the one rule, ``contract.cache_keys``), so a run that does not use one keeps the key it had before it existed
     KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ()
 
     def build(self, name: str, tables: Mapping[str, Any], settings: Any, stream: int, device: Any,

@@ -5,15 +5,16 @@ One reader turns YAML into them, for the pipeline config and for ``python -m mod
 line, key path, value and what was expected; why not pydantic is in its docstring). Objectives are a union told apart
 by ``kind`` whose members the objective registry names (``models.objective_registry``); each objective's settings are
 defined and registered in its own module, ``models/objectives/<kind>.py``. Field order and defaults are part of every
-training cache key (``dataclasses.asdict`` in ``flows``): changing them moves keys.
+training cache key (``flows.graph.canonical``): changing them moves keys — a field added later goes in its class's
+``KEY_WHEN_SET`` (``contract.cache_keys``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
+from contract.cache_keys import without_unset
 from models.objective_registry import DEFAULT_KIND, Objective, kinds, objective_tables
 
 
@@ -170,34 +171,26 @@ class TrainSettings:
     freeze: FreezeSettings | None = None
     embedding_updates: Literal["dense", "lazy"] = "dense"
     packed_forward: bool = True
+    # fields that enter a cache key only when set: a run that does not use them keeps the key (and the experiments'
+    # trained hash) it had before they existed (``contract.cache_keys``)
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("interpolate_start", "freeze", "embedding_updates", "packed_forward")
 
     def tables(self) -> tuple[str, ...]:
         """Every corpus table the run reads, in a fixed order."""
         return tuple(sorted({t for o in self.objectives for t in objective_tables(o)}))
 
 
-# TrainSettings fields that enter a cache key only when set: a run that does not use them keeps the key (and the
-# experiments' trained hash) it had before they existed
-KEY_WHEN_SET = ("interpolate_start", "freeze", "embedding_updates", "packed_forward")
-
-
 def key_view(data: dict[str, Any]) -> dict[str, Any]:
-    """A training run's settings as plain data (``canonical`` / ``to_mapping``) for a cache key: the ``KEY_WHEN_SET``
-    fields of the run and of each objective dropped while they hold their default."""
-    out = _without_defaults(TrainSettings, KEY_WHEN_SET, data)
+    """A training run's settings dumped without the object (``models.settings_io.to_mapping``) as cache-key data: the
+    ``KEY_WHEN_SET`` fields of the run and of each objective (found by its ``kind``) dropped while they hold their
+    default — the one rule, ``contract.cache_keys.without_unset``. ``flows.graph.canonical`` applies the same rule to
+    the settings object itself, so ``key_view(canonical(ts)) == canonical(ts)``."""
+    out = dict(without_unset(TrainSettings, data))
     if isinstance(out.get("objectives"), list | tuple):
-        out["objectives"] = [_without_defaults(cls, cls.KEY_WHEN_SET, o)
+        out["objectives"] = [without_unset(cls, o)
                              if isinstance(o, dict) and (cls := kinds().get(o.get("kind"))) is not None else o
                              for o in out["objectives"]]
     return out
-
-
-def _without_defaults(cls: type, names: tuple[str, ...], data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` (a dump of ``cls``) without the fields ``names`` whose value is the field's default."""
-    if not names:
-        return data
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    return {k: v for k, v in data.items() if not (k in names and v == defaults.get(k))}
 
 
 # settings a resumed run may change without changing what it computes

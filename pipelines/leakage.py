@@ -20,12 +20,12 @@ import glob
 import gzip
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pipelines.key_defaults import without_defaults
+from pipelines.key_defaults import KeyWhenSet
 from pipelines.ntrex_documents import DOCUMENT_IDS, HELD_OUT_EVERY, Documents, selected_lines
 from pipelines.text_normalise import normalise_series
 
@@ -33,7 +33,7 @@ log = logging.getLogger("polysent.pipelines.leakage")
 LEAKAGE_SCHEMA = {"corpus": pl.Utf8, "eval_set": pl.Utf8, "lang": pl.Utf8, "units_removed": pl.Int64}
 
 
-class EvalSetSpec(BaseModel):
+class EvalSetSpec(KeyWhenSet):
     model_config = ConfigDict(extra="forbid")
     name: str
     path: Path
@@ -44,11 +44,8 @@ class EvalSetSpec(BaseModel):
                                  "zho-CN); empty = all; English (eng) always")
     documents: Documents = Field("all", description="ntrex: all lines, or the training / held-out documents only")
     held_out_every: int = Field(HELD_OUT_EVERY, ge=2, description="ntrex: every n-th document is held out")
-
-    @model_serializer(mode="wrap")
-    def _key(self, handler: Any) -> Any:
-        """The NTREX fields stay out of the dump (and cache keys) while unset."""
-        return without_defaults(self, handler(self), ("languages", "documents", "held_out_every"))
+    # the NTREX fields stay out of the dump (and cache keys) while unset
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("languages", "documents", "held_out_every")
 
     @model_validator(mode="after")
     def _ntrex_fields(self) -> EvalSetSpec:

@@ -17,7 +17,7 @@ from flows.config import PipelineConfig
 from flows.graph import Node, canonical, portable
 from pipelines.bitext.sampling import STAGE_VERSION as BITEXT_VERSION
 from pipelines.bitext.sampling import BitextSettings, build_pairs
-from pipelines.bitext.sources import MinedSource, ParquetSource, source_files
+from pipelines.bitext.sources import MinedSource, ParquetSource
 from pipelines.leakage import EvalTextIndex
 from pipelines.nli.sources import NliFileSource
 from pipelines.nli.triples import STAGE_VERSION as NLI_VERSION
@@ -115,7 +115,7 @@ def corpora_nodes(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> list[Nod
         files = dict(leak_files)
         mined: dict[int, tuple[str, str, str]] = {}
         for i, b in enumerate(bitext_sources):
-            files.update({f"bitext/{i}/{k}": p for k, p in source_files(b).items()})
+            files.update({f"bitext/{i}/{k}": p for k, p in b.input_files().items()})
             if isinstance(b, MinedSource):
                 if f"mine.{b.mining}" not in upstream:
                     raise ValueError(f"sources.bitext.{i}: mining {b.mining!r} is not an entry of the mining section "

@@ -18,7 +18,7 @@ from flows.config import PipelineConfig
 from flows.graph import Node, canonical, folder_files
 from flows.stages.corpora import corpus_tables
 from models import stage_versions
-from models.settings import TokenizerSettings, TrainSettings, key_view
+from models.settings import TokenizerSettings, TrainSettings
 from warehouse.artifacts import ArtifactRef
 
 
@@ -43,7 +43,7 @@ def run_train(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], 
     dev = ({t: up["eval_sets"].table_path(t) for t in up["eval_sets"].tables if t in ("eval_tatoeba", "eval_sts")}
            if settings.dev is not None else {})
     # checkpoints keyed by everything the run depends on: a killed run resumes, a changed one starts afresh
-    key = hash_obj({"settings": key_view(canonical(settings)),
+    key = hash_obj({"settings": canonical(settings),
                     "inputs": {n: r.content_hash for n, r in sorted(up.items())}})
     return train(settings, paths, out, run_name=run_name,
                  tokenizer_dir=up["tokenizer"].path / "tokenizer" if "tokenizer" in up else None, dev_tables=dev,
@@ -61,7 +61,7 @@ def model_folders(ts: TrainSettings) -> dict[str, Path]:
 def portable_train(ts: TrainSettings) -> dict[str, Any]:
     """A training run's settings for its cache key, with local model folders cut to their names (their content
     enters through the node's files)."""
-    data = key_view(canonical(ts))
+    data = canonical(ts)
     if data["encoder"].get("pretrained") and Path(data["encoder"]["pretrained"]).is_dir():
         data["encoder"]["pretrained"] = Path(data["encoder"]["pretrained"]).name
     for o, settings in zip(data["objectives"], ts.objectives, strict=True):

@@ -1,9 +1,10 @@
 """Stage ``bitext_pairs``: bitext from any reader → filtered, de-duplicated, leakage-free, pivot-sampled pairs.
 
 Every pair is expressed as (pivot language, other language); pivots are configurable (VMSST: en and es; soft-label CL:
-en). A pair whose two languages are both pivots takes the pivot listed first. Per (pivot, language) the stage keeps a
-quota of pairs: the same number for every language (``equal``), or ``proportional`` to the pair count n_l with a
-temperature T, q_l = ⌊total · n_l^{1/T} / Σ_m n_m^{1/T}⌋ capped at n_l (T = 1 proportional, T → ∞ uniform).
+en). A pair whose two languages are both pivots takes the pivot listed first (``pipelines.bitext.pivots``, where the
+tie-break is argued). Per (pivot, language) the stage keeps a quota of pairs: the same number for every language
+(``equal``), or ``proportional`` to the pair count n_l with a temperature T, q_l = ⌊total · n_l^{1/T} / Σ_m n_m^{1/T}⌋
+capped at n_l (T = 1 proportional, T → ∞ uniform).
 
 Selection is a seeded **bottom-k**: each pair gets a 64-bit key, a seeded hash of its raw texts, and a language's
 selection is the ``quota`` smallest keys among the pairs that pass the filters, counting pairs with the same normalised
@@ -40,11 +41,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from contract import StageResult
+from pipelines.bitext.pivots import Pivots, orient
 from pipelines.bitext.readers import count_pairs, iter_chunks
-from pipelines.language_codes import check_language, same_language
+from pipelines.language_codes import same_language
 from pipelines.leakage import EvalTextIndex, leakage_counts
 from pipelines.partitioned import write_partitioned
 from pipelines.text_normalise import normalise_series
@@ -72,14 +74,21 @@ class BitextSettings(BaseModel):
     leakage_scan: Literal["candidates", "all"] = "candidates"
     chunk_rows: int = Field(1_000_000, ge=1000)
     seed: int = 13
+    _pivots: Pivots | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _limits(self) -> BitextSettings:
         if self.min_chars > self.max_chars:
             raise ValueError(f"min_chars {self.min_chars} > max_chars {self.max_chars}")
-        for p in self.pivots:
-            check_language(p, "corpora.bitext_pairs.pivots")
+        self._pivots = Pivots(self.pivots, "corpora.bitext_pairs.pivots")
         return self
+
+    @property
+    def pivot_order(self) -> Pivots:
+        """``pivots``, checked once (when the settings were validated; again only after a copy that changed them)."""
+        if self._pivots is None or list(self._pivots) != self.pivots:
+            self._pivots = Pivots(self.pivots, "corpora.bitext_pairs.pivots")
+        return self._pivots
 
 
 # -- lengths ----------------------------------------------------------------------------------------------------
@@ -101,18 +110,10 @@ def text_length(column: str, lang: str) -> pl.Expr:
 
 
 # -- quotas -----------------------------------------------------------------------------------------------------
-def orient(src: str, tgt: str, pivots: list[str]) -> tuple[str, str]:
-    """(pivot, other) for a language pair; the pivot listed first wins when both are pivots."""
-    ranks = [pivots.index(x) if x in pivots else len(pivots) for x in (src, tgt)]
-    if min(ranks) == len(pivots):
-        raise ValueError(f"bitext {src}-{tgt} has no pivot language (pivots: {pivots})")
-    return (src, tgt) if ranks[0] <= ranks[1] else (tgt, src)
-
-
 def quotas(settings: BitextSettings, counts: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
-    """Per (pivot, language) quota; ``counts`` are pair counts per oriented (pivot, language)."""
-    if settings.quota_mode == "equal":
-        return {k: settings.quota_per_language for k in counts}
+    """Proportional quotas per (pivot, language): q_l = ⌊total · n_l^{1/T} / Σ_m n_m^{1/T}⌋ capped at n_l; ``counts``
+    are pair counts per oriented (pivot, language). (``equal`` quotas need no counts: ``BottomK`` gives every
+    language it meets ``quota_per_language``.)"""
     alpha = 1.0 / settings.temperature
     weights = {k: float(n) ** alpha for k, n in counts.items() if n > 0}
     z = sum(weights.values()) or 1.0
@@ -159,7 +160,7 @@ class BottomK:
         parts = [chunk] if len(pairs) == 1 else [chunk.filter((pl.col("src_lang") == a) & (pl.col("tgt_lang") == b))
                                                  for a, b in pairs]
         for (a, b), part in zip(pairs, parts, strict=True):
-            pivot, lang = orient(a, b, self.s.pivots)
+            pivot, lang = orient(a, b, self.s.pivot_order)
             if self.fixed_quota is not None:
                 self.quota.setdefault((pivot, lang), self.fixed_quota)
             names = ("pivot_text", "text") if pivot == a else ("text", "pivot_text")
@@ -349,8 +350,8 @@ def select_pairs(settings: BitextSettings, sources: Iterable[Any], index: EvalTe
     if settings.quota_mode == "proportional":  # quotas need every language's pair count first (a fast pass)
         counts: dict[tuple[str, str], int] = {}
         for src in sources:
-            for (a, b), n in count_pairs(src, settings.pivots).items():
-                key = orient(a, b, settings.pivots)
+            for (a, b), n in count_pairs(src, settings.pivot_order).items():
+                key = orient(a, b, settings.pivot_order)
                 counts[key] = counts.get(key, 0) + n
         quota = quotas(settings, counts)
         log.info("bitext: proportional quotas (T=%g): %s", settings.temperature,
@@ -376,7 +377,7 @@ def _run(sel: BottomK, sources: list[Any], settings: BitextSettings,
          progress: bool) -> tuple[BottomK, list[tuple[str, str]]]:
     bar = _progress(progress)
     for src in sources:
-        for chunk in prefetch(iter_chunks(src, settings.pivots, settings.chunk_rows, sel.reader_stats)):
+        for chunk in prefetch(iter_chunks(src, settings.pivot_order, settings.chunk_rows, sel.reader_stats)):
             sel.add(chunk)
             bar.update(chunk.height)
     bar.close()

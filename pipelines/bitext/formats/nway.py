@@ -1,0 +1,159 @@
+"""N-way: line-aligned files, one per language, as NTREX-128 (``newstest2019-ref.deu.txt``, ``DOCUMENT_IDS.tsv``) and
+FLORES (``devtest/deu_Latn.devtest``) publish them; pairs between every pivot and every other language present."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import numpy as np
+import polars as pl
+from pydantic import Field, model_validator
+
+from pipelines.bitext.formats.base import BitextFormat
+from pipelines.bitext.pivots import Pivots, orient
+from pipelines.bitext.streams import BitextFormatError, LineReader, aligned_lines, count_files, frame, rechunk_rows
+from pipelines.key_defaults import KeyWhenSet
+from pipelines.language_codes import check_language
+from pipelines.ntrex_documents import DOCUMENT_IDS, HELD_OUT_EVERY, Documents, document_ids, split_lines
+from pipelines.text_lines import open_binary
+
+
+class NwaySource(BitextFormat, KeyWhenSet):
+    """Multi-way line-aligned files, one per language (NTREX-128, FLORES): line i is the same sentence everywhere.
+
+    Either ``files`` (language → file) or ``dir`` + ``pattern`` with ``{code}`` + ``languages`` (language → the code
+    in the file name, e.g. ``de: deu`` for NTREX's ``newstest2019-ref.deu.txt``). Pairs are formed between every pivot
+    and every other language present.
+
+    ``documents: train`` / ``held_out`` reads only the lines of NTREX's training / held-out documents
+    (``pipelines.ntrex_documents``: every ``held_out_every``-th document held out), from ``document_ids`` (default
+    ``dir/DOCUMENT_IDS.tsv``); the ``line`` column keeps the files' own line numbers. Train on ``train`` and score
+    xSIM on the ``parallel`` evaluation set with ``documents: held_out``.
+    """
+
+    format: Literal["nway"]
+    files: dict[str, Path] | None = None
+    dir: Path | None = None
+    pattern: str | None = None
+    languages: dict[str, str] | None = None
+    documents: Documents = Field("all", description="all lines, or NTREX's training / held-out documents only")
+    held_out_every: int = Field(HELD_OUT_EVERY, ge=2, description="every n-th document is held out")
+    document_ids: Path | None = Field(None, description=f"the per-line document ids (default dir/{DOCUMENT_IDS})")
+    # the document split stays out of the dump (and cache keys) while unset
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("documents", "held_out_every", "document_ids")
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> NwaySource:
+        if self.files is None and (self.dir is None or self.pattern is None or not self.languages):
+            raise ValueError("give either files: {lang: path} or dir + pattern ('...{code}...') + languages")
+        if self.files is not None and self.dir is not None:
+            raise ValueError("give files or dir + pattern, not both")
+        if self.pattern is not None and "{code}" not in self.pattern:
+            raise ValueError(f"pattern {self.pattern!r} must contain '{{code}}'")
+        if self.documents != "all" and self.document_ids is None and self.dir is None:
+            raise ValueError(f"documents: {self.documents} needs document_ids (the DOCUMENT_IDS.tsv of the files) "
+                             "or dir (read as dir/DOCUMENT_IDS.tsv)")
+        return self
+
+    def document_ids_file(self) -> Path | None:
+        """The ids file that ``documents`` reads (``None`` for ``all``)."""
+        if self.documents == "all":
+            return None
+        if self.document_ids is not None:
+            return self.document_ids
+        assert self.dir is not None
+        return self.dir / DOCUMENT_IDS
+
+    def language_files(self) -> dict[str, Path]:
+        """Language → its file."""
+        if self.files is not None:
+            return dict(self.files)
+        assert self.dir is not None and self.pattern is not None and self.languages is not None
+        return {lang: self.dir / self.pattern.format(code=code) for lang, code in self.languages.items()}
+
+    def where(self) -> str:
+        return ", ".join(str(p) for p in self.language_files().values())
+
+    def input_files(self) -> dict[str, Path]:
+        ids = self.document_ids_file()
+        return {**{f"nway/{lang}/{p.name}": p for lang, p in sorted(self.language_files().items())},
+                **({f"nway/{ids.name}": ids} if ids is not None else {})}
+
+    def pairs(self, pivots: Pivots) -> tuple[dict[str, Path], list[tuple[str, str]]]:
+        """Language → file (codes checked), and the oriented pairs read: every pivot with every other language."""
+        files = self.language_files()
+        for lang, path in files.items():
+            check_language(lang, str(path))
+        pairs = sorted({orient(a, b, pivots) for a, b in itertools.combinations(sorted(files), 2)
+                        if pivots.covers(a, b)})
+        if not pairs:
+            raise ValueError(f"nway source {sorted(files)} ({self.where()}) contains none of the pivots "
+                             f"{list(pivots)}")
+        return files, pairs
+
+    def chunks(self, pivots: Pivots, chunk_rows: int,
+               stats: collections.Counter | None = None) -> Iterator[pl.DataFrame]:
+        self.pairs(pivots)  # checked now, read lazily
+        return self._chunks(pivots, chunk_rows)
+
+    def _chunks(self, pivots: Pivots, chunk_rows: int) -> Iterator[pl.DataFrame]:
+        files, pairs = self.pairs(pivots)
+        used = sorted({lang for pair in pairs for lang in pair})
+        step = max(1, chunk_rows // len(pairs))
+        keep = self._selection()
+        with ExitStack() as stack:
+            readers = {lang: LineReader(stack.enter_context(open_binary(files[lang])), str(files[lang]))
+                       for lang in used}
+            yield from rechunk_rows(self._frames(readers, files, pairs, keep, step), chunk_rows)
+
+    def _frames(self, readers: dict[str, LineReader], files: dict[str, Path], pairs: list[tuple[str, str]],
+                keep: np.ndarray | None, step: int) -> Iterator[pl.DataFrame]:
+        """One frame per pair per ``step`` lines (only the selected documents' lines when ``keep``)."""
+        line = 1
+        for got in aligned_lines(readers, step):
+            n = len(next(iter(got.values())))
+            if keep is None:
+                for a, b in pairs:
+                    yield frame(a, b, got[a], got[b], files[a].name, line, strip=False)
+            else:
+                if line - 1 + n > len(keep):
+                    first = next(iter(readers))
+                    raise self._mismatch(len(keep), count_files([files[first]])[str(files[first])])
+                mask = pl.Series(keep[line - 1:line - 1 + n])
+                numbers = pl.int_range(line, line + n, dtype=pl.Int64, eager=True).filter(mask)
+                for a, b in pairs:
+                    yield frame(a, b, got[a].filter(mask), got[b].filter(mask), files[a].name, numbers, strip=False)
+            line += n
+        if keep is not None and line - 1 != len(keep):
+            raise self._mismatch(len(keep), line - 1)
+
+    def count(self, pivots: Pivots) -> dict[tuple[str, str], int]:
+        files, pairs = self.pairs(pivots)
+        used = sorted({lang for pair in pairs for lang in pair})
+        n = next(iter(count_files([files[lang] for lang in used]).values()))
+        keep = self._selection()
+        if keep is not None:
+            if n != len(keep):
+                raise self._mismatch(len(keep), n)
+            n = int(keep.sum())
+        return dict.fromkeys(pairs, n)
+
+    def _selection(self) -> np.ndarray | None:
+        """A boolean per line: the lines of the documents ``documents`` selects (``None``: every line)."""
+        ids_file = self.document_ids_file()
+        if ids_file is None:
+            return None
+        ids = document_ids(ids_file)
+        train, held = split_lines(ids, self.held_out_every)
+        keep = np.zeros(len(ids), dtype=bool)
+        keep[train if self.documents == "train" else held] = True
+        return keep
+
+    def _mismatch(self, n_ids: int, n_lines: int) -> BitextFormatError:
+        return BitextFormatError(f"{self.document_ids_file()}: {n_ids} document ids, but the nway files "
+                                 f"({self.where()}) have {n_lines} lines; expected one id per line")
