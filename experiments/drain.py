@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,10 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, names: list[str] | None = None,
           include_cpu: bool = False, device: str = "auto", dry_run: bool = False) -> list[dict[str, Any]]:
+    """Run the pending GPU rows of ``names`` (every question by default; with ``include_cpu`` the CPU rows too)
+    ``workers`` at a time within ``deadline`` seconds, as the module docstring describes; every finished row is added
+    to ``out/rows.jsonl`` at once and the log is ``out/drain.log``. The rows that finished (none with ``dry_run``,
+    which only lists what would run)."""
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "drain.log").open("a", encoding="utf-8")
 
@@ -90,75 +95,105 @@ def drain(out: Path, *, deadline: float = DEFAULT_DEADLINE, workers: int = 8, na
         for p in todo:
             say(f"  would run {p.question}: {p.key} (~{(p.gpu_seconds or 0) * workers:.0f} s at {workers} at once)")
         return []
+    _prepare_start_models(todo, say)
+    run = _Drain(out, deadline, workers, device, say)
+    while True:
+        run.collect()
+        run.start_fitting(todo)
+        if not run.running:
+            break
+        time.sleep(0.5)
+    run.report(todo)
+    return run.rows
+
+
+def _prepare_start_models(todo: list[PlannedRow], say: Callable[[str], None]) -> None:
+    """Convert the start model of every question with a row to run, once, before any row starts."""
     for name in sorted({p.question for p in todo}):
         q = load_question(name)
         if q.start is not None:
             t = time.perf_counter()
             kits.start_model(q.start, q.kit, RUNS / "start-models")
             say(f"start model of {name} ({q.start}) ready in {time.perf_counter() - t:.0f} s")
-    scratch = Path(tempfile.mkdtemp(prefix="polysent-drain-"))
-    env = {**os.environ, "POLYSENT_EXPERIMENT_WORKERS": str(workers), "TOKENIZERS_PARALLELISM": "false",
-           "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    threads = max(1, (os.cpu_count() or 2) // max(1, workers))
-    env.setdefault("OMP_NUM_THREADS", str(threads))
-    t0 = time.perf_counter()
-    running: list[tuple[subprocess.Popen, PlannedRow, float, Path]] = []
-    rows: list[dict[str, Any]] = []
-    finished: list[tuple[float, float]] = []  # (wall seconds, expected wall seconds) of the rows that gave a row
 
-    def expected(p: PlannedRow) -> float | None:
-        return None if p.gpu_seconds is None else p.gpu_seconds * workers
 
-    while True:
-        for proc, p, started, folder in list(running):
+class _Drain:
+    """The state of one drain: the rows' processes running, the rows finished and their wall times, the clock."""
+
+    def __init__(self, out: Path, deadline: float, workers: int, device: str, say: Callable[[str], None]) -> None:
+        self.out, self.deadline, self.workers, self.device, self.say = out, deadline, workers, device, say
+        self.scratch = Path(tempfile.mkdtemp(prefix="polysent-drain-"))
+        self.env = {**os.environ, "POLYSENT_EXPERIMENT_WORKERS": str(workers), "TOKENIZERS_PARALLELISM": "false",
+                    "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        threads = max(1, (os.cpu_count() or 2) // max(1, workers))
+        self.env.setdefault("OMP_NUM_THREADS", str(threads))
+        self.t0 = time.perf_counter()
+        self.running: list[tuple[subprocess.Popen, PlannedRow, float, Path]] = []
+        self.rows: list[dict[str, Any]] = []
+        self.finished: list[tuple[float, float]] = []  # (wall seconds, expected wall seconds) of the rows that gave one
+
+    def expected(self, p: PlannedRow) -> float | None:
+        """A row's expected wall time when rows run ``workers`` at a time (None without an estimate)."""
+        return None if p.gpu_seconds is None else p.gpu_seconds * self.workers
+
+    def left(self) -> float:
+        return self.deadline - (time.perf_counter() - self.t0)
+
+    def collect(self) -> None:
+        """Take the rows of the processes that ended (each written to ``rows.jsonl`` at once); stop those still
+        running past the deadline (their rows are lost)."""
+        for proc, p, started, folder in list(self.running):
             if proc.poll() is None:
-                if time.perf_counter() - t0 > deadline:
+                if time.perf_counter() - self.t0 > self.deadline:
                     proc.kill()
                     proc.wait()
-                    say(f"stopped at the deadline: {p.question} {p.key} (no row)")
+                    self.say(f"stopped at the deadline: {p.question} {p.key} (no row)")
                 else:
                     continue
-            running.remove((proc, p, started, folder))
+            self.running.remove((proc, p, started, folder))
             got = read_rows(folder / p.question)
             if proc.returncode == 0 and got:
-                rows += got
-                _write_jsonl(out / "rows.jsonl", rows)
+                self.rows += got
+                _write_jsonl(self.out / "rows.jsonl", self.rows)
                 wall = time.perf_counter() - started
-                finished.append((wall, expected(p) or 0.0))
-                say(f"finished {p.question} {p.key} in {wall:.0f} s")
+                self.finished.append((wall, self.expected(p) or 0.0))
+                self.say(f"finished {p.question} {p.key} in {wall:.0f} s")
             elif proc.returncode is not None and proc.returncode != -9:
-                say(f"FAILED {p.question} {p.key} (rc {proc.returncode}); its log: "
-                    f"{(folder / 'log.txt').read_text(encoding='utf-8')[-3000:]}")
-        left = deadline - (time.perf_counter() - t0)
-        factor = calibration(finished)
+                self.say(f"FAILED {p.question} {p.key} (rc {proc.returncode}); its log: "
+                         f"{(folder / 'log.txt').read_text(encoding='utf-8')[-3000:]}")
+
+    def start_fitting(self, todo: list[PlannedRow]) -> None:
+        """Start rows of ``todo`` (taking them out of it) while a worker is free, skipping a row whose expected wall
+        time, scaled by the calibration so far, passes the time left (a later calibration may fit it)."""
+        left = self.left()
+        factor = calibration(self.finished)
         for p in list(todo):
-            if len(running) >= workers:
+            if len(self.running) >= self.workers:
                 break
-            wall = expected(p)
+            wall = self.expected(p)
             if wall is not None and wall * factor > left:
                 continue  # kept: a later calibration may fit it
             todo.remove(p)
-            folder = scratch / f"job{len(rows)}-{len(todo)}"
+            folder = self.scratch / f"job{len(self.rows)}-{len(todo)}"
             folder.mkdir(parents=True)
             cmd = [sys.executable, "-m", "experiments", "run-row", p.question, p.key.condition, str(p.key.seed),
-                   str(p.key.scale), "--results", str(folder / p.question), "--device", device, "--origin",
+                   str(p.key.scale), "--results", str(folder / p.question), "--device", self.device, "--origin",
                    "gpu-drain"]
             fh = (folder / "log.txt").open("w", encoding="utf-8")
-            running.append((subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=REPO), p,
-                            time.perf_counter(), folder))
+            self.running.append((subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env, cwd=REPO),
+                                 p, time.perf_counter(), folder))
             scaled = f" (expected {wall * factor:.0f} s: estimate × {factor:.2f}, this machine's measured ratio)"
-            say(f"started {p.question} {p.key}" + (scaled if factor != 1.0 and wall else ""))
-        if not running:
-            break
-        time.sleep(0.5)
-    left = deadline - (time.perf_counter() - t0)
-    factor = calibration(finished)
-    for p in todo:
-        wall = (expected(p) or 0.0) * factor
-        say(f"not started (expected {wall:.0f} s at {workers} at once > {left:.0f} s left"
-            + (f", estimate × {factor:.2f}" if factor != 1.0 else "") + f"): {p.question} {p.key}")
-    say(f"drain: {len(rows)} rows in {time.perf_counter() - t0:.0f} s → {out / 'rows.jsonl'}")
-    return rows
+            self.say(f"started {p.question} {p.key}" + (scaled if factor != 1.0 and wall else ""))
+
+    def report(self, todo: list[PlannedRow]) -> None:
+        """Log the rows never started, and the drain's total."""
+        left = self.left()
+        factor = calibration(self.finished)
+        for p in todo:
+            wall = (self.expected(p) or 0.0) * factor
+            self.say(f"not started (expected {wall:.0f} s at {self.workers} at once > {left:.0f} s left"
+                     + (f", estimate × {factor:.2f}" if factor != 1.0 else "") + f"): {p.question} {p.key}")
+        self.say(f"drain: {len(self.rows)} rows in {time.perf_counter() - self.t0:.0f} s → {self.out / 'rows.jsonl'}")
 
 
 def merge(source: Path) -> dict[str, int]:

@@ -108,35 +108,8 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
     """
     t_start = time.perf_counter()
     data, out = Path(data), Path(out)
-    raw = _config(config)
-    corpora: dict[str, Any] = raw.get("corpora") or {}
-    src: dict[str, Any] = raw["sources"]["wikipedia"]
-    # the config's file names, in the given data folder (the wikidata fixture stays relative to the config)
-    dumps = {lang: data / "wikipedia" / Path(p).name for lang, p in src["dumps"].items()}
-    wd_file = (config.parent / src["wikidata"]).resolve() if src.get("wikidata") else None
-    missing = [str(p) for p in [*dumps.values(), *([wd_file] if wd_file else [])] if not p.is_file()]
-    if missing:
-        raise FileNotFoundError(f"EASE inputs not found: {missing}")
-
-    wd_cfg = WikidataSettings.model_validate(corpora.get("wikidata") or {})
-    wiki = WikiSettings.model_validate(corpora.get("wiki") or {})
-    ent = EntitySettings.model_validate(corpora.get("entities") or {})
-    hn = HardNegativeSettings.model_validate(corpora.get("hard_negatives") or {})
-    if vectors is None:
-        vectors = EntityVectorSettings.model_validate(corpora.get("entity_vectors") or {})
-        if vectors.mode == "none":
-            log.warning("%s sets no corpora.entity_vectors (mode none): training Wikipedia2Vec with %s", config.name,
-                        FALLBACK_VECTORS.model_dump(exclude_defaults=True))
-            vectors = FALLBACK_VECTORS
-    if vectors.mode == "none":
-        raise ValueError("entity_vectors mode 'none' builds no table; EASE's trainer needs one")
-    langs = sorted(dumps)
-    for lang in langs:
-        hn.quota(lang)  # as the DAG: a per-language quota must name every language
-    if vectors.mode == "train" and vectors.language not in dumps:
-        raise ValueError(f"entity_vectors.language is {vectors.language!r}, but there is no dump for it ({langs})")
-    ent.type_source(wd_file is not None)
-
+    corpora, dumps, wd_file = _inputs(config, data)
+    wd_cfg, wiki, ent, hn, vectors = _settings(config, corpora, dumps, wd_file, vectors)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -149,23 +122,7 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
         build_entities(wd_cfg, wd_file, wd_dir)
     seconds["wikidata"] = time.perf_counter() - t
 
-    shards: dict[str, list[Path]] = {}
-    languages: dict[str, Path] = {}
-    for lang in langs:  # the DAG's sorted(src.dumps.items())
-        dump = dumps[lang]
-        t = time.perf_counter()
-        kind = dump_kind(dump)
-        index = sibling_index(dump) if kind == "bz2-multistream" else None
-        shards[lang] = []
-        for i, rng in enumerate(shard_ranges(dump, wiki.shard_bytes, kind)):
-            d = _stage(out, f"wiki_shard.{lang}.{i:04d}")
-            build_wiki_shard(wiki, dump, lang, rng, index, d)
-            shards[lang].append(d)
-        d = _stage(out, f"wiki_extract.{lang}")
-        counts = [json.loads((s / "shard_counts.json").read_text(encoding="utf-8")) for s in shards[lang]]
-        build_wiki_language(lang, shards[lang], counts, wiki.max_redirect_hops, d)
-        languages[lang] = d
-        seconds[f"wiki.{lang}"] = time.perf_counter() - t
+    shards, languages = _build_wiki(out, wiki, dumps, seconds)
 
     t = time.perf_counter()
     ent_dir = _stage(out, "entities")
@@ -185,6 +142,79 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
 
     paths = {"hard_negatives": hn_dir / hn_result.tables["hard_negatives"],
              "entity_vectors": vec_dir / vec_result.tables["entity_vectors"]}
+    _print_summary(paths, hn_result, vec_result, vectors, seconds, t_start)
+    return paths
+
+
+def _inputs(config: Path, data: Path) -> tuple[dict[str, Any], dict[str, Path], Path | None]:
+    """The config's ``corpora`` section, its dumps by language (the config's file names in ``data``) and its Wikidata
+    file (relative to the config); ``FileNotFoundError`` naming every input that is missing."""
+    raw = _config(config)
+    corpora: dict[str, Any] = raw.get("corpora") or {}
+    src: dict[str, Any] = raw["sources"]["wikipedia"]
+    # the config's file names, in the given data folder (the wikidata fixture stays relative to the config)
+    dumps = {lang: data / "wikipedia" / Path(p).name for lang, p in src["dumps"].items()}
+    wd_file = (config.parent / src["wikidata"]).resolve() if src.get("wikidata") else None
+    missing = [str(p) for p in [*dumps.values(), *([wd_file] if wd_file else [])] if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"EASE inputs not found: {missing}")
+    return corpora, dumps, wd_file
+
+
+def _settings(config: Path, corpora: dict[str, Any], dumps: dict[str, Path], wd_file: Path | None,
+              vectors: EntityVectorSettings | None) -> tuple[WikidataSettings, WikiSettings, EntitySettings,
+                                                             HardNegativeSettings, EntityVectorSettings]:
+    """Each stage's settings from ``corpora`` (the entity vectors: ``vectors`` when given, else the config's, else
+    :data:`FALLBACK_VECTORS`), checked against the inputs as the DAG checks them."""
+    wd_cfg = WikidataSettings.model_validate(corpora.get("wikidata") or {})
+    wiki = WikiSettings.model_validate(corpora.get("wiki") or {})
+    ent = EntitySettings.model_validate(corpora.get("entities") or {})
+    hn = HardNegativeSettings.model_validate(corpora.get("hard_negatives") or {})
+    if vectors is None:
+        vectors = EntityVectorSettings.model_validate(corpora.get("entity_vectors") or {})
+        if vectors.mode == "none":
+            log.warning("%s sets no corpora.entity_vectors (mode none): training Wikipedia2Vec with %s", config.name,
+                        FALLBACK_VECTORS.model_dump(exclude_defaults=True))
+            vectors = FALLBACK_VECTORS
+    if vectors.mode == "none":
+        raise ValueError("entity_vectors mode 'none' builds no table; EASE's trainer needs one")
+    langs = sorted(dumps)
+    for lang in langs:
+        hn.quota(lang)  # as the DAG: a per-language quota must name every language
+    if vectors.mode == "train" and vectors.language not in dumps:
+        raise ValueError(f"entity_vectors.language is {vectors.language!r}, but there is no dump for it ({langs})")
+    ent.type_source(wd_file is not None)
+    return wd_cfg, wiki, ent, hn, vectors
+
+
+def _build_wiki(out: Path, wiki: WikiSettings, dumps: dict[str, Path],
+                seconds: dict[str, float]) -> tuple[dict[str, list[Path]], dict[str, Path]]:
+    """Every language's ``wiki_shard.<lang>.<i>`` and ``wiki_extract.<lang>`` stages, in the DAG's order: the shard
+    folders and the language folder of each language (its seconds added to ``seconds``)."""
+    shards: dict[str, list[Path]] = {}
+    languages: dict[str, Path] = {}
+    for lang in sorted(dumps):  # the DAG's sorted(src.dumps.items())
+        dump = dumps[lang]
+        t = time.perf_counter()
+        kind = dump_kind(dump)
+        index = sibling_index(dump) if kind == "bz2-multistream" else None
+        shards[lang] = []
+        for i, rng in enumerate(shard_ranges(dump, wiki.shard_bytes, kind)):
+            d = _stage(out, f"wiki_shard.{lang}.{i:04d}")
+            build_wiki_shard(wiki, dump, lang, rng, index, d)
+            shards[lang].append(d)
+        d = _stage(out, f"wiki_extract.{lang}")
+        counts = [json.loads((s / "shard_counts.json").read_text(encoding="utf-8")) for s in shards[lang]]
+        build_wiki_language(lang, shards[lang], counts, wiki.max_redirect_hops, d)
+        languages[lang] = d
+        seconds[f"wiki.{lang}"] = time.perf_counter() - t
+    return shards, languages
+
+
+def _print_summary(paths: dict[str, Path], hn_result: StageResult, vec_result: StageResult,
+                   vectors: EntityVectorSettings, seconds: dict[str, float], t_start: float) -> None:
+    """One line: the two tables' rows (per language, with a hard negative), the vectors' dimension and vocabulary,
+    the seconds since ``t_start`` (``time.perf_counter``) and those of every stage."""
     per_lang = hn_result.stats.get("per_language", {})
     with_negative = ds.dataset(str(paths["hard_negatives"]), format="parquet", partitioning="hive").count_rows(
         filter=ds.field("negative").is_valid() & (ds.field("negative") != ""))
@@ -194,7 +224,6 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
           f"entity_vectors {_rows(paths['entity_vectors']):,} rows of dim {vectors.dim} (vocabulary {vocab}), "
           f"{time.perf_counter() - t_start:.0f} s "
           f"({', '.join(f'{k} {v:.0f}' for k, v in seconds.items())})", flush=True)
-    return paths
 
 
 def held_out_rows(langs: list[str], pages: list[int], texts: list[str],

@@ -514,13 +514,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     p.add_argument("--version", action="version", version=f"polysent {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_pipeline_commands(sub)
+    _add_result_commands(sub)
 
-    def with_config(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("config", type=Path, help="pipeline YAML (e.g. configs/default.yaml)")
-        sp.add_argument("--data-root", type=Path, default=None, help="override the config's data_root")
+    from flows.export_model_command import add_parser as add_export_model_parser
+    from flows.mine_command import add_parser as add_mine_parser
 
+    add_export_model_parser(sub)
+
+    add_mine_parser(sub)
+    _finish_parser(p, sub)
+    return p
+
+
+def _with_config(sp: argparse.ArgumentParser) -> None:
+    """The config file argument and ``--data-root`` of a command that reads a pipeline config."""
+    sp.add_argument("config", type=Path, help="pipeline YAML (e.g. configs/default.yaml)")
+    sp.add_argument("--data-root", type=Path, default=None, help="override the config's data_root")
+
+
+def _add_pipeline_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that run, schedule, plan or check a pipeline, and move its artifacts: run, serve, deploy, push,
+    pull, plan, validate."""
     r = sub.add_parser("run", help="run the pipeline (cached nodes are skipped)")
-    with_config(r)
+    _with_config(r)
     r.add_argument("--force", action="store_true", help="rebuild every node (also: FORCE=1)")
     r.add_argument("--executor", choices=("prefect", "local"), default="prefect",
                    help="prefect (default) or local: the same DAG in-process without Prefect")
@@ -535,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_run)
     sv = sub.add_parser("serve", help="run the pipeline on a cron schedule until interrupted (PREFECT_API_URL, "
                                       "else a local Prefect server on 127.0.0.1 that it starts and stops)")
-    with_config(sv)
+    _with_config(sv)
     sv.add_argument("--cron", required=True, help='cron schedule, e.g. "0 3 * * 0" (Sundays at 03:00)')
     sv.add_argument("--name", default=None, help="deployment name (default: the config's name)")
     sv.add_argument("--force", action="store_true", help="every scheduled run rebuilds every node")
@@ -543,7 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.set_defaults(fn=cmd_serve)
     dp = sub.add_parser("deploy", help="register the pipeline as a deployment on your Prefect server "
                                        "(PREFECT_API_URL), run by a work pool's workers")
-    with_config(dp)
+    _with_config(dp)
     dp.add_argument("--pool", required=True, help="work pool (e.g. a process pool: prefect work-pool create NAME "
                                                   "--type process)")
     dp.add_argument("--cron", default=None, help="cron schedule (default: none, run on demand)")
@@ -560,11 +577,15 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config", type=Path, default=None, help="take the data root from this config")
         sp.set_defaults(fn=cmd_sync)
     pl = sub.add_parser("plan", help="print the DAG with each node's cache key and hit/miss; runs nothing")
-    with_config(pl)
+    _with_config(pl)
     pl.set_defaults(fn=cmd_plan)
     v = sub.add_parser("validate", help="check a config and its DAG; runs nothing")
-    with_config(v)
+    _with_config(v)
     v.set_defaults(fn=cmd_validate)
+
+
+def _add_result_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that read what a pipeline built: sql, report, convert-model, export-results, experiment."""
     s = sub.add_parser("sql", help="query the warehouse: one query, or an interactive shell without one")
     s.add_argument("query", nargs="?", help="one read-only SQL statement (DuckDB dialect) over the warehouse's views; "
                                              "without it, an interactive shell (.tables, .schema T, .quit)")
@@ -602,15 +623,6 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(`polysent experiment --help`)", add_help=False)
     exp.add_argument("args", nargs=argparse.REMAINDER, help="status | run | tables | gpu-drain | merge | prepare …")
     exp.set_defaults(fn=cmd_experiment)
-
-    from flows.export_model_command import add_parser as add_export_model_parser
-    from flows.mine_command import add_parser as add_mine_parser
-
-    add_export_model_parser(sub)
-
-    add_mine_parser(sub)
-    _finish_parser(p, sub)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

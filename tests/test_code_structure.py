@@ -1,7 +1,7 @@
-"""The shape issues 29 and 39 ask of the code, checked so that it stays: no import cycle anywhere in the project's
-packages (an import under ``TYPE_CHECKING`` counts: a cycle is a cycle for a reader); no function in ``models/`` over 80
-lines unless its docstring says it is clearer whole (pure maths, a parser); no objective knowledge (its kind, its
-teacher) tested outside the objective's own module; no private attribute of Prefect replaced."""
+"""The shape issues 29, 39 and 52 ask of the code, checked so that it stays: no import cycle anywhere in the project's
+packages (an import under ``TYPE_CHECKING`` counts: a cycle is a cycle for a reader); no function over 80 lines outside
+the benchmarks unless this file lists it by name with its reason; no objective knowledge (its kind, its teacher) tested
+outside the objective's own module; no private attribute of Prefect replaced."""
 
 from __future__ import annotations
 
@@ -132,17 +132,43 @@ def test_the_root_of_models_holds_what_the_wings_share_and_imports_no_wing() -> 
 
 
 LONG = 80
+# The code the length rule reads: every package of the project, its tools and its tests — not ``bench/``, whose
+# benchmarks' ``main`` functions are one measured procedure each, read top to bottom.
+LENGTH_RULE_FOLDERS = ("contract", "warehouse", "pipelines", "models", "flows", "experiments", "tools", "tests")
+# The functions over LONG lines that stay whole for now (``path:name``), each with its one-line reason. A function
+# split below the limit must leave this list (the test says so); nothing else may be added without a reason.
+LONG_FUNCTIONS = {
+    "experiments/runner.py:run_row":
+        "experiments/runner.py is another change's file while issue 52 lands (the experiments' runner); split it there",
+    "tests/test_model_card.py:test_every_number_of_the_card_tables_is_the_warehouse":
+        "moves with the evaluation-task registry (issue 52 point 1)",
+}
 
 
-def test_no_function_in_models_is_over_80_lines_unless_clearer_whole() -> None:
-    long = []
-    for path in sorted(MODELS.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                lines = node.end_lineno - node.lineno + 1
-                if lines > LONG and "clearer whole" not in (ast.get_docstring(node) or ""):
-                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
-    assert not long, "over 80 lines, without a docstring saying why they are clearer whole: " + ", ".join(long)
+def _long_functions(source: str, where: str) -> dict[str, int]:
+    """``where:name`` → lines of every function (and method, nested or not) of ``source`` over ``LONG`` lines."""
+    return {f"{where}:{node.name}": node.end_lineno - node.lineno + 1 for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > LONG}
+
+
+def test_the_length_check_has_no_escape_in_a_docstring() -> None:
+    """A docstring saying the function is clearer whole (the escape this rule had) no longer lets it pass."""
+    body = "\n".join(f"    x{i} = {i}" for i in range(LONG))
+    source = f'def f() -> None:\n    """Pure maths, clearer whole."""\n{body}\n\n\ndef g() -> None:\n    pass\n'
+    assert _long_functions(source, "m.py") == {"m.py:f": LONG + 2}
+
+
+def test_no_function_is_over_80_lines_unless_listed_with_its_reason() -> None:
+    long: dict[str, int] = {}
+    for folder in LENGTH_RULE_FOLDERS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            long |= _long_functions(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
+    assert "models/objectives/mpcl.py:mpcl_loss" not in long
+    unlisted = [f"{name} ({lines} lines)" for name, lines in sorted(long.items()) if name not in LONG_FUNCTIONS]
+    assert not unlisted, f"over {LONG} lines: split them, or list them in LONG_FUNCTIONS with a reason: {unlisted}"
+    stale = sorted(set(LONG_FUNCTIONS) - set(long))
+    assert not stale, f"no longer over {LONG} lines (or gone): drop them from LONG_FUNCTIONS: {stale}"
+    assert all(reason.strip() for reason in LONG_FUNCTIONS.values())
 
 
 def test_objective_knowledge_stays_in_the_objective_modules() -> None:

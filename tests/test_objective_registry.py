@@ -49,9 +49,13 @@ from models.training.sampling import BatchPlan
 @dataclass(frozen=True)
 class ToyObjective(Objective):
     kind: Literal["toy"] = "toy"
+    """``toy``: pulls each pair's two sides together"""
     weight: NonNegative = 1.0
+    """this objective's loss is multiplied by it before the run sums its objectives' losses"""
     batch_size: AtLeastOne = 4
+    """pairs per batch"""
     margin: Positive = 0.5
+    """the loss's margin"""
 
 
 class ToyComponent(Component, builds=ToyObjective):

@@ -56,8 +56,30 @@ def test_multistream_copies_index_and_links(shared_data: Path, tmp_path: Path) -
     raw = dump.read_bytes()
     xml = bz2.decompress(raw)  # Python's bz2 reads the concatenated streams
     pages = _pages(xml)  # well-formed, or this raises
+    _check_copies(source_xml, source_pages, xml, pages)
+    meta = read_meta(dump)
+    _check_streams(raw, xml, len(source_pages), meta)
+    _check_index(raw, index, pages, meta)
+    _check_links(source_pages, pages[len(source_pages):])
 
-    # 2× the pages, unique ids and titles; copy 0 is the source as it is
+    # the single-stream output holds the same XML bytes; plain XML too
+    single, no_index = replicate_dump(src, tmp_path / "single", 2, multistream=False)
+    assert no_index is None and single.name == "enwiki-x2-pages-articles.xml.bz2"
+    assert single.read_bytes().count(b"BZh9") == 1
+    assert bz2.decompress(single.read_bytes()) == xml
+    plain, _ = replicate_dump(src, tmp_path / "plain.xml", 2, multistream=False)
+    assert plain.read_bytes() == xml
+
+    # a rerun with the same arguments is a no-op (sidecar matches); other arguments regenerate
+    mtime = dump.stat().st_mtime_ns
+    assert replicate_dump(src, tmp_path, 2, pages_per_stream=50) == (dump, index)
+    assert dump.stat().st_mtime_ns == mtime
+    replicate_dump(src, plain, 1, multistream=False)
+    assert read_meta(plain)["copies"] == 1 and plain.stat().st_size == len(source_xml)
+
+
+def _check_copies(source_xml: bytes, source_pages: list[dict], xml: bytes, pages: list[dict]) -> None:
+    """2× the pages, unique ids and titles; copy 0 is the source as it is, copy 1 its pages with new ids and titles."""
     n = len(source_pages)
     assert len(pages) == 2 * n
     assert len({p["id"] for p in pages}) == 2 * n
@@ -69,17 +91,20 @@ def test_multistream_copies_index_and_links(shared_data: Path, tmp_path: Path) -
         assert copy["id"] == orig["id"] + step
         assert copy["title"] == f"{orig['title']} (1)"
 
-    # stream layout: header stream, ceil(2n / 50) page streams, footer stream
-    meta = read_meta(dump)
+
+def _check_streams(raw: bytes, xml: bytes, n: int, meta: dict) -> None:
+    """Stream layout: a header stream, ceil(2n / 50) page streams, a footer stream."""
     assert meta["streams"] == 2 + -(-2 * n // 50)
     assert meta["pages"] == 2 * n and meta["xml_bytes"] == len(xml)
     first = bz2.BZ2Decompressor()
     head = first.decompress(raw)
     assert head.startswith(b"<mediawiki ") and head.rstrip().endswith(b"</siteinfo>") and b"<page>" not in head
 
-    # every index offset is a stream start whose content holds that page's <id> and <title>
+
+def _check_index(raw: bytes, index: Path, pages: list[dict], meta: dict) -> None:
+    """Every index offset is a stream start whose content holds that page's ``<id>`` and ``<title>``."""
     lines = bz2.decompress(index.read_bytes()).decode("utf-8").splitlines()
-    assert len(lines) == 2 * n
+    assert len(lines) == len(pages)
     by_id = {p["id"]: p for p in pages}
     streams: dict[int, bytes] = {}
     for line in lines:
@@ -97,11 +122,13 @@ def test_multistream_copies_index_and_links(shared_data: Path, tmp_path: Path) -
     assert len(streams) == meta["streams"] - 2
     assert raw.endswith(bz2.compress(b"</mediawiki>\n", 9))
 
-    # links and redirects in copy 1 point to copy-1 titles; none still points to a copy-0 page
+
+def _check_links(source_pages: list[dict], copy1: list[dict]) -> None:
+    """Links and redirects in copy 1 point to copy-1 titles; none still points to a copy-0 page."""
     titles0 = {normalize_title(p["title"]) for p in source_pages}
-    titles1 = {p["title"] for p in pages[n:]}
+    titles1 = {p["title"] for p in copy1}
     rewritten = 0
-    for p in pages[n:]:
+    for p in copy1:
         for target in LINK.findall(p["text"]):
             norm = normalize_title(target)
             assert norm not in titles0, f"{p['title']}: link [[{target}]] still points to copy 0"
@@ -111,23 +138,8 @@ def test_multistream_copies_index_and_links(shared_data: Path, tmp_path: Path) -
         if p["redirect"] is not None:
             assert normalize_title(p["redirect"]) not in titles0
     assert rewritten > 100
-    redirects1 = [p["redirect"] for p in pages[n:] if p["redirect"] and p["redirect"] in titles1]
+    redirects1 = [p["redirect"] for p in copy1 if p["redirect"] and p["redirect"] in titles1]
     assert redirects1  # some redirects of the sample point inside it
-
-    # the single-stream output holds the same XML bytes; plain XML too
-    single, no_index = replicate_dump(src, tmp_path / "single", 2, multistream=False)
-    assert no_index is None and single.name == "enwiki-x2-pages-articles.xml.bz2"
-    assert single.read_bytes().count(b"BZh9") == 1
-    assert bz2.decompress(single.read_bytes()) == xml
-    plain, _ = replicate_dump(src, tmp_path / "plain.xml", 2, multistream=False)
-    assert plain.read_bytes() == xml
-
-    # a rerun with the same arguments is a no-op (sidecar matches); other arguments regenerate
-    mtime = dump.stat().st_mtime_ns
-    assert replicate_dump(src, tmp_path, 2, pages_per_stream=50) == (dump, index)
-    assert dump.stat().st_mtime_ns == mtime
-    replicate_dump(src, plain, 1, multistream=False)
-    assert read_meta(plain)["copies"] == 1 and plain.stat().st_size == len(source_xml)
 
 
 @pytest.mark.shared_data

@@ -87,17 +87,35 @@ class IndexSettings:
     """Which faiss index searches each target shard, and its parameters (module docstring: the defaults and why)."""
 
     kind: IndexKind = "exact"
-    nlist: int | None = None  # ivf: inverted lists (None: 4·√rows, at least 39 training rows per list)
-    nprobe: int | None = None  # ivf: lists searched per query (None: enough to scan SCAN_ROWS vectors, at least 32)
-    train_rows: int | None = None  # ivf: rows the quantiser is trained on (None: 64 per list, at most the shard)
-    m: int = 32  # hnsw: links per node
-    ef_construction: int = 80  # hnsw
-    ef_search: int = 128  # hnsw
-    codec: Literal["Flat", "SQ8"] = "Flat"  # ivf / hnsw: how vectors are stored
+    """``exact`` (faiss ``Flat``: brute force, LASER's neighbours), ``ivf`` (``IVF{nlist},{codec}``: the index for
+    corpus-scale mining) or ``hnsw`` (``HNSW{m},{codec}``); docs/mining.md#scale"""
+    nlist: int | None = None
+    """ivf: inverted lists per shard (null: 4·√rows rounded); always capped so that every list has at least 39 of
+    the shard's rows to train on"""
+    nprobe: int | None = None
+    """ivf: lists searched per query (null: enough lists to scan about 4,096 vectors, at least 16; at most the
+    shard's lists)"""
+    train_rows: int | None = None
+    """ivf: rows of the shard the coarse quantiser is trained on, a seeded sample (null: 64 per list; at most the
+    shard)"""
+    m: int = 32
+    """hnsw: links per node"""
+    ef_construction: int = 80
+    """hnsw: the candidate list while the graph is built (faiss ``efConstruction``)"""
+    ef_search: int = 128
+    """hnsw: the candidate list of a search (faiss ``efSearch``; raised to k where k is larger)"""
+    codec: Literal["Flat", "SQ8"] = "Flat"
+    """ivf / hnsw: how vectors are stored: ``Flat`` float32, or ``SQ8`` one byte per dimension (4× less memory,
+    recall slightly lower)"""
     shard_rows: int = SHARD_ROWS
+    """target rows per shard: each shard is one index, searched by every query and merged into the running top-k
+    (peak memory is one shard's index, not the corpus)"""
     query_chunk: int = QUERY_CHUNK
-    seed: int = 0  # ivf: the training sample and k-means
-    threads: int | None = None  # faiss OpenMP threads (None: faiss's default, every core)
+    """query rows normalised and searched at once (and target rows added to an index at once)"""
+    seed: int = 0
+    """ivf: the training sample and the k-means of the coarse quantiser"""
+    threads: int | None = None
+    """faiss OpenMP threads (null: faiss's default, every core)"""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

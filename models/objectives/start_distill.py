@@ -102,18 +102,38 @@ class StartDistillObjective(Objective):
     one language pair per batch (the loss has no negatives, so mixed batches are the default)."""
 
     kind: Literal["start_distill"] = "start_distill"
+    """``start_distill``: make-multilingual MSE distillation (Reimers & Gurevych 2020) with the start model as the
+    frozen teacher"""
     data: PairData = "bitext_pairs"
+    """the pair table: ``bitext_pairs``, ``xnli_single_pairs`` or ``xnli_groups`` (pairs of group members)"""
     weight: NonNegative = 1.0
+    """this objective's loss is multiplied by it before the run sums its objectives' losses"""
     batch_size: AtLeastOne = 32
+    """translation pairs per batch (the loss has no negatives: the size only sets the step's work)"""
     teacher: str = "self"
+    """``self``: a frozen copy of the student before its first step, the start model; or any model id of the student's
+    dimension (the paper's monolingual teacher)"""
     teacher_prefix: str = ""
+    """text put before the teacher's inputs only; ``""``: the teacher's own default prompt"""
     source_weight: NonNegative = 1.0
+    """w_s: weight of the source term, MSE(M̂(s), M(s)) (1, the paper)"""
     translation_weight: NonNegative = 1.0
+    """w_t: weight of the translation term, MSE(M̂(t), M(s)) (1, the paper); 0: plain self-distillation on the
+    sources"""
     space: Space = "normalized"
+    """``normalized`` (default): L2-normalised embeddings, the space cosine reads (for a start ending in ``Normalize``,
+    as multilingual-e5, the paper's loss exactly); ``raw``: the embeddings as the model outputs them, the paper
+    literally"""
     priority: tuple[str, ...] = ("en", "es", "ru", "ja", "fr", "ko")
+    """the source side of a pair is its language listed first here (a pair of two unlisted languages keeps its first
+    column)"""
     language_pair_batches: bool = False
+    """every batch holds pairs of one language pair; false (default): mixed, as the loss has no negatives"""
     teacher_cache: bool = True
+    """embed once, before training, every text the run's batches hand the teacher; false: per batch"""
     translation_target: Literal["source", "self"] = "source"
+    """what a translation regresses: ``source`` (default, the paper: M(s)) or ``self`` (M(t): each side kept where the
+    start put it, Learning without Forgetting on both sides); enters a cache key only when set"""
     KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("translation_target",)
 
     def models(self) -> dict[str, str]:

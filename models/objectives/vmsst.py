@@ -161,35 +161,91 @@ class VmsstObjective(Objective):
     ``warmup_probe_gap``) record it. The four fields enter a cache key only when set (``KEY_WHEN_SET``)."""
 
     kind: Literal["vmsst"] = "vmsst"
+    """``vmsst``: VMSST's variational source separation on translation pairs (Wieting et al. 2023) and its baselines
+    (docs/training.md#vmsst)"""
     variant: Literal["vmsst", "bitranslation", "vmsst_contrastive", "contrastive"] = "vmsst"
+    """``vmsst`` (the paper's model: translation terms + λ·ELBO), ``bitranslation`` (the translation terms alone),
+    ``vmsst_contrastive`` (paper §6.3: the contrastive loss at weight 1 + ``vmsst_weight``·L_VMSST) or ``contrastive``
+    (the paper's CONTRASTIVE baseline: that contrastive loss alone, no decoder)"""
     data: PairData = "bitext_pairs"
+    """the pair table: ``bitext_pairs``, ``xnli_single_pairs`` or ``xnli_groups`` (pairs of group members)"""
     weight: NonNegative = 1.0
+    """this objective's loss is multiplied by it before the run sums its objectives' losses"""
     batch_size: AtLeastOne = 64
+    """translation pairs per batch"""
     elbo_weight: NonNegative | None = None
+    """λ on the ELBO (reconstruction + β·KL); null: the paper's 0.025 from a pretrained encoder, 0.1 from a random
+    init"""
     vmsst_weight: NonNegative | None = None
+    """``vmsst_contrastive`` only: λ_vc on the VMSST loss beside the weight-1 contrastive term; null: the paper's 0.0005
+    (pretrained, or a random init under 24 layers) or 0.001 (a random init of ≥ 24 layers)"""
     contrastive_similarity: Literal["dot", "cosine"] = "dot"
+    """the contrastive term's similarity on μ_sem: ``dot`` (default, the paper's p(s_i | t_i) = exp(s_i·t_i) / Σ_j
+    exp(s_i·t_j), no temperature) or ``cosine`` (cos / ``contrastive_temperature``, this code's former reading); both
+    directions"""
     contrastive_temperature: Positive = 0.05
+    """τ of ``contrastive_similarity: cosine`` (unused with ``dot``)"""
     duplicate_negatives: DuplicateNegatives = "keep"
+    """the contrastive term's duplicates: ``keep`` (default, the paper's equation: another pair with the same pivot
+    sentence is a negative too) or ``mask`` (pairs of one meaning out of each other's denominators, this code's former
+    behaviour); the counts are logged"""
     semantic_dropout: bool | None = None
+    """whether the student keeps its dropout; null: the paper's — off for ``bitranslation``, ``vmsst_contrastive`` and
+    ``vmsst``, on for ``contrastive``; off sets every dropout of the student to 0 for the whole run, also for the run's
+    other objectives (logged)"""
     translation_decoder: Literal["shared", "separate"] = "shared"
+    """``shared`` (default, the paper's "single decoder for all languages": the translation terms read the ELBO's
+    decoder on [0 ; μ_sem of the other side], the language variable at its prior mean) or ``separate`` (a second decoder
+    of μ_sem alone for them)"""
     semantic_side: Literal["rows", "steps"] = "rows"
+    """which translation q(z_sem | ·) reads: ``rows`` (default, the paper: even global rows side a, odd rows side b, the
+    same on any number of ranks) or ``steps`` (BGT's ``counter % 2``: the whole batch side a on even micro-steps, b on
+    odd ones)"""
     kl_anneal_steps: AtLeastOne = 1_000_000
+    """x0 of the KL weight β(t) = min(1, t/x0) (the paper's 1,000,000 over 100k updates ends at β = 0.1)"""
     free_bits: NonNegative = 0.0
+    """BGT's ``kl_threshold``: each latent dimension's KL is clamped from below at free_bits / latent size (0: no
+    clamp)"""
     languages: tuple[str, ...] = ()
+    """the language-embedding table; empty: every language of the corpus (a pair in a language not listed is refused
+    before training)"""
     language_layers: AtLeastOne | None = None
+    """transformer layers of the language encoder; null: the semantic encoder's"""
     decoder_layers: AtLeastOne = 1
+    """layers of each decoder (1, the paper)"""
     decoder_heads: AtLeastOne | None = None
+    """attention heads of the decoders and of the language encoder; null: the semantic encoder's"""
     decoder_intermediate_size: AtLeastOne | None = None
+    """feed-forward width of the decoders and of the language encoder; null: the semantic encoder's"""
     dropout: Dropout = 0.0
+    """dropout of the language encoder and the decoders (the paper uses none for VMSST)"""
     decoder_vocab_size: AtLeastOne | Literal["corpus"] | None = None
+    """the ids the decoders' softmax runs over: null (the tokenizer's whole vocabulary), the tokenizer's vocabulary size
+    (the same, checked) or ``corpus`` (only the ids that occur in the decoder targets of ``data``: a cheaper step from a
+    250k-piece vocabulary, but each token's NLL is then conditioned on that set)"""
     decoder_embeddings: Literal["shared", "detached", "own"] = "shared"
+    """the table the decoders read the target prefix from: ``shared`` (default, BGT: the student's table, which the
+    decoder terms then train too), ``detached`` (the student's, gradient stopped) or ``own`` (a copy of the student's at
+    the start, trained by the decoder terms only; not exported)"""
     decoder_checkpointing: bool = False
+    """recompute the decoders (logits included) in the backward pass: less memory, more compute"""
     monitor_every: NonNegativeInt = 50
+    """the swap probe's interval in updates, from update 0 (``train_steps.swap_nll_own`` / ``swap_nll_swapped`` /
+    ``swap_nll_unrelated``); 0: off"""
     language_pair_batches: bool = False
-    warmup_decoder_steps: NonNegativeInt = 0  # decoder warm-up: at most this many updates before update 1 (0: none)
-    warmup_decoder_lr: Positive = 1e-3  # the warm-up's constant AdamW learning rate of the decoders
-    warmup_probe_gap: NonNegative | None = 1.0  # nats: the warm-up stops once the probe gap reaches it (null: no stop)
-    warmup_probe_pairs: AtLeastOne = 256  # held-out pairs of distinct meanings the warm-up's probe reads
+    """every batch holds pairs of one language pair; false: language pairs mixed"""
+    warmup_decoder_steps: NonNegativeInt = 0
+    """decoder warm-up: at most this many updates of the decoders and VMSST's other own parts, the student frozen,
+    before the run's update 1 and on top of its ``steps`` (0: none); enters a cache key only when set
+    (docs/training.md#vmsst)"""
+    warmup_decoder_lr: Positive = 1e-3
+    """the warm-up's constant AdamW learning rate (the paper's peak rate, §13)"""
+    warmup_probe_gap: NonNegative | None = 1.0
+    """nats: the warm-up stops at the first probe whose gap (translation NLL from an unrelated pair's μ_sem − from the
+    translation's) reaches it; null: it runs its whole budget"""
+    warmup_probe_pairs: AtLeastOne = 256
+    """held-out pairs of distinct meanings the warm-up's probe reads (drawn once, seeded; the warm-up trains on the
+    other meanings)"""
     # added after runs were keyed: out of a cache key while at their default (models.settings.key_view)
     KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("warmup_decoder_steps", "warmup_decoder_lr", "warmup_probe_gap",
                                                "warmup_probe_pairs")

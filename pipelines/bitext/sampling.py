@@ -62,18 +62,34 @@ class BitextSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     pivots: list[str] = Field(default_factory=lambda: ["en", "es"], min_length=1)
+    """every pair is kept as (pivot, other language), a pair of two pivots under the one listed first; a source whose
+    two languages are no pivot is refused (an ``nway`` source reads only its pairs with a pivot); VMSST: en and es"""
     quota_mode: Literal["equal", "proportional"] = "equal"
-    quota_per_language: int = Field(1000, ge=1, description="equal: pairs kept per (pivot, language)")
-    total_pairs: int = Field(100_000, ge=1, description="proportional: pairs kept over all languages")
-    temperature: float = Field(1.0, gt=0.0, description="proportional: q_l ∝ n_l^(1/T)")
+    """pairs kept per (pivot, language): ``equal`` (``quota_per_language`` each) or ``proportional`` (``total_pairs``
+    shared as q_l ∝ n_l^(1/T), at most n_l)"""
+    quota_per_language: int = Field(1000, ge=1)
+    """equal: pairs kept per (pivot, language)"""
+    total_pairs: int = Field(100_000, ge=1)
+    """proportional: pairs kept over all languages"""
+    temperature: float = Field(1.0, gt=0.0)
+    """proportional: q_l ∝ n_l^(1/T)"""
     min_chars: int = Field(3, ge=1)
+    """a pair whose shorter side has fewer characters is dropped (Han, kana and Hangul count 3)"""
     max_chars: int = Field(500, ge=1)
+    """a pair whose longer side has more characters is dropped (counted as ``min_chars``)"""
     max_length_ratio: float = Field(3.0, gt=1.0)
-    langid: bool = Field(False, description="drop pairs whose side pycld2 identifies as another language")
-    langid_keep_unknown: bool = Field(True, description="keep sides pycld2 cannot identify (short or mixed text)")
+    """a pair whose longer side is more than this many times the shorter is dropped"""
+    langid: bool = False
+    """drop pairs whose side pycld2 identifies as another language"""
+    langid_keep_unknown: bool = True
+    """keep sides pycld2 cannot identify (short or mixed text)"""
     leakage_scan: Literal["candidates", "all"] = "candidates"
+    """where the leakage guard runs: ``candidates`` (the pairs that reach selection, about the quota per language) or
+    ``all`` (every pair read: a full census in ``bitext_filter_counts``, at the cost of normalising everything)"""
     chunk_rows: int = Field(1_000_000, ge=1000)
+    """pairs read per chunk: memory is two chunks plus the reserves; never changes the output"""
     seed: int = 13
+    """seeds the hash keys of the bottom-k selection (the same seed and polars version select the same pairs)"""
     _pivots: Pivots | None = PrivateAttr(None)
 
     @model_validator(mode="after")

@@ -20,11 +20,17 @@ class NliFileSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: str
+    """names the source: its triples' ``source`` column and the key of its row counts"""
     format: Literal["jsonl", "tsv", "simcse_csv", "hub"]
+    """``jsonl``, ``tsv``, ``simcse_csv`` or ``hub`` (listed above)"""
     path: Path | None = None
+    """the file (every format but hub)"""
     hub_id: str | None = None
+    """hub: the dataset id"""
     config: str | None = None
+    """hub: the dataset's config (``triplet`` for sentence-transformers/all-nli); null: its default"""
     split: str = "train"
+    """hub: the split read"""
 
     @model_validator(mode="after")
     def _where(self) -> NliFileSource:

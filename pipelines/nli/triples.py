@@ -51,14 +51,20 @@ class NliTripleSettings(BaseModel):
     """Which triples to build from XNLI (and from the English NLI files under ``sources.nli``)."""
 
     model_config = ConfigDict(extra="forbid")
-    xnli_split: Literal["train", "dev", "test"] | None = Field(
-        "dev", description="XNLI split the triples come from (the paper: train, i.e. XNLI-MT); null: none")
+    xnli_split: Literal["train", "dev", "test"] | None = "dev"
+    """XNLI split the triples come from (the paper: train, i.e. XNLI-MT); null: none"""
     languages: list[str] | str = Field("all", description=f"a list, or a preset: {', '.join(LANGUAGE_PRESETS)}")
     english: bool = True
+    """build the ``english`` strategy's triples (premise, entailment, contradiction of the same premise, all English)
+    from XNLI's English rows and ``sources.nli``"""
     cross_lingual: Literal["paper", "code", "none"] = "paper"
-    max_boundary_mismatch: float = Field(0.0, ge=0.0, le=1.0,
-                                         description="fraction of rows whose premise boundaries may disagree")
+    """the ``cross_lingual`` strategy: ``paper`` (mSimCSE's paper: one row per English entailment example, each of its
+    three sentences in a language drawn from ``languages``), ``code`` (its ``merge_multi_lingual.py``: one row per
+    language, the premise in each, the hypotheses in random languages) or ``none``"""
+    max_boundary_mismatch: float = Field(0.0, ge=0.0, le=1.0)
+    """fraction of rows whose premise boundaries may disagree"""
     seed: int = 13
+    """seeds the language draws (a hash of example, copy and slot: the same in every run and library version)"""
 
     _languages = xnli_languages_validator("corpora.nli_triples.languages")
 

@@ -43,10 +43,11 @@ class EntitySettings(BaseModel):
     """Entity vocabulary and type source."""
 
     model_config = ConfigDict(extra="forbid")
-    min_link_count: int = Field(10, ge=0, description="the vocabulary keeps entities linked more than this many times")
-    types: Literal["auto", "wikidata", "infobox", "none"] = Field(
-        "auto", description="entity types: Wikidata P31, the page's infobox templates, or none; auto = wikidata when "
-                            "a Wikidata dump is configured, else infobox")
+    min_link_count: int = Field(10, ge=0)
+    """the vocabulary keeps entities linked more than this many times"""
+    types: Literal["auto", "wikidata", "infobox", "none"] = "auto"
+    """entity types: Wikidata P31, the page's infobox templates, or none; auto = wikidata when a Wikidata dump is
+    configured, else infobox"""
 
     def type_source(self, has_wikidata: bool) -> str:
         if self.types == "auto":

@@ -434,15 +434,43 @@ def _train_child(request: str) -> None:
 
 
 def _train_here(dump: Path, settings: EntityVectorSettings, work: Path, progress: bool) -> Path:
-    """The training steps of :func:`train_model`, in this process."""
-    from wikipedia2vec import Dictionary, DumpDB, Wikipedia2Vec
-    from wikipedia2vec.mention_db import MentionDB
+    """The training steps of :func:`train_model`, in this process: the dump DB, the dictionary, the link graph and the
+    mention DB (each written to ``work`` and timed), then the model; ``work/model.json`` records what was built."""
     from wikipedia2vec.utils.tokenizer import get_default_tokenizer, get_tokenizer
-    from wikipedia2vec.utils.wiki_dump_reader import WikiDumpReader
 
     timings: dict[str, float] = {}
     counts: dict[str, int] = {}
     total = time.time()
+    dump_db = _dump_db(dump, settings, work, counts, timings)
+    if settings.tokenizer is None:
+        tokenizer = get_default_tokenizer(dump_db.language)
+    else:
+        tokenizer = get_tokenizer(settings.tokenizer, dump_db.language)
+    log.info("tokenizer: %s", type(tokenizer).__name__)
+    dictionary = _dictionary(dump, dump_db, tokenizer, settings, work, progress, counts, timings)
+    link_graph = _link_graph(dump_db, dictionary, settings, work, progress, counts, timings) \
+        if settings.link_graph else None
+    mention_db = _mention_db(dump_db, dictionary, tokenizer, settings, work, progress, counts, timings) \
+        if settings.link_mentions else None
+    model_path = _train(dump_db, dictionary, link_graph, mention_db, tokenizer, settings, work, progress, timings)
+    timings["total"] = time.time() - total
+    log.info("model: wrote %s (%s): %d × %d float32 (%.1fs; all steps %.1fs)", model_path, _size(model_path),
+             len(dictionary), settings.dim, timings["train"], timings["total"])
+
+    meta = {
+        "dump": str(dump), "wikipedia2vec": metadata.version("wikipedia2vec"), "language": dump_db.language,
+        "settings": settings.model_dump(mode="json"), "counts": counts,
+        "timings_s": {k: round(v, 2) for k, v in timings.items()},
+    }
+    write_text_atomic(work / "model.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    return model_path
+
+
+def _dump_db(dump: Path, settings: EntityVectorSettings, work: Path, counts: dict[str, int],
+             timings: dict[str, float]) -> Any:
+    """wikipedia2vec's ``DumpDB`` of the dump, written to ``work/dump.db``; its page and redirect counts."""
+    from wikipedia2vec import DumpDB
+    from wikipedia2vec.utils.wiki_dump_reader import WikiDumpReader
 
     t = time.time()
     db_path = work / "dump.db"
@@ -457,12 +485,14 @@ def _train_here(dump: Path, settings: EntityVectorSettings, work: Path, progress
     timings["dump_db"] = time.time() - t
     log.info("dump DB: wrote %s (%s): %d pages, %d redirects, language %r (%.1fs)", db_path, _size(db_path),
              counts["pages"], counts["redirects"], dump_db.language, timings["dump_db"])
+    return dump_db
 
-    if settings.tokenizer is None:
-        tokenizer = get_default_tokenizer(dump_db.language)
-    else:
-        tokenizer = get_tokenizer(settings.tokenizer, dump_db.language)
-    log.info("tokenizer: %s", type(tokenizer).__name__)
+
+def _dictionary(dump: Path, dump_db: Any, tokenizer: Any, settings: EntityVectorSettings, work: Path, progress: bool,
+                counts: dict[str, int], timings: dict[str, float]) -> Any:
+    """The word and entity ``Dictionary`` (by ``min_word_count`` / ``min_entity_count``), written to
+    ``work/dictionary.pkl``; ``ValueError`` when it holds no entity."""
+    from wikipedia2vec import Dictionary
 
     t = time.time()
     dic_path = work / "dictionary.pkl"
@@ -480,32 +510,48 @@ def _train_here(dump: Path, settings: EntityVectorSettings, work: Path, progress
              timings["dictionary"])
     if dictionary.entity_size == 0:
         raise ValueError(f"{dump}: no entity is linked ≥ {settings.min_entity_count} times; lower min_entity_count")
+    return dictionary
 
-    link_graph = None
-    if settings.link_graph:
-        t = time.time()
-        lg_path = work / "link_graph.pkl"
-        link_graph = build_link_graph(dump_db, dictionary, settings.pool_size, _CHUNK_SIZE, progress)
-        with atomic_path(lg_path) as tmp:
-            link_graph.save(str(tmp))
-        counts["link_graph_edges"] = len(link_graph.serialize()["indices"])
-        timings["link_graph"] = time.time() - t
-        log.info("link graph: wrote %s (%s)", lg_path, _size(lg_path))
 
-    mention_db = None
-    if settings.link_mentions:
-        t = time.time()
-        mention_path = work / "mention_db.pkl"
-        mention_db = MentionDB.build(
-            dump_db, dictionary, tokenizer, min_link_prob=0.2, min_prior_prob=0.01, max_mention_len=20,
-            case_sensitive=False, pool_size=settings.pool_size, chunk_size=_CHUNK_SIZE, progressbar=progress,
-        )
-        with atomic_path(mention_path) as tmp:
-            mention_db.save(str(tmp))
-        counts["mentions"] = len(mention_db.mention_trie)
-        timings["mention_db"] = time.time() - t
-        log.info("mention DB: wrote %s: %d mention names (%.1fs)", mention_path, counts["mentions"],
-                 timings["mention_db"])
+def _link_graph(dump_db: Any, dictionary: Any, settings: EntityVectorSettings, work: Path, progress: bool,
+                counts: dict[str, int], timings: dict[str, float]) -> Any:
+    """The link graph (:func:`build_link_graph`), written to ``work/link_graph.pkl``."""
+    t = time.time()
+    lg_path = work / "link_graph.pkl"
+    link_graph = build_link_graph(dump_db, dictionary, settings.pool_size, _CHUNK_SIZE, progress)
+    with atomic_path(lg_path) as tmp:
+        link_graph.save(str(tmp))
+    counts["link_graph_edges"] = len(link_graph.serialize()["indices"])
+    timings["link_graph"] = time.time() - t
+    log.info("link graph: wrote %s (%s)", lg_path, _size(lg_path))
+    return link_graph
+
+
+def _mention_db(dump_db: Any, dictionary: Any, tokenizer: Any, settings: EntityVectorSettings, work: Path,
+                progress: bool, counts: dict[str, int], timings: dict[str, float]) -> Any:
+    """The ``MentionDB`` (wikipedia2vec's defaults: link probability ≥ 0.2, prior ≥ 0.01, mentions of ≤ 20
+    characters, case-insensitive), written to ``work/mention_db.pkl``."""
+    from wikipedia2vec.mention_db import MentionDB
+
+    t = time.time()
+    mention_path = work / "mention_db.pkl"
+    mention_db = MentionDB.build(
+        dump_db, dictionary, tokenizer, min_link_prob=0.2, min_prior_prob=0.01, max_mention_len=20,
+        case_sensitive=False, pool_size=settings.pool_size, chunk_size=_CHUNK_SIZE, progressbar=progress,
+    )
+    with atomic_path(mention_path) as tmp:
+        mention_db.save(str(tmp))
+    counts["mentions"] = len(mention_db.mention_trie)
+    timings["mention_db"] = time.time() - t
+    log.info("mention DB: wrote %s: %d mention names (%.1fs)", mention_path, counts["mentions"],
+             timings["mention_db"])
+    return mention_db
+
+
+def _train(dump_db: Any, dictionary: Any, link_graph: Any, mention_db: Any, tokenizer: Any,
+           settings: EntityVectorSettings, work: Path, progress: bool, timings: dict[str, float]) -> Path:
+    """The Wikipedia2Vec model trained (seeded, its workers deterministic) and written to ``work/model.pkl``."""
+    from wikipedia2vec import Wikipedia2Vec
 
     t = time.time()
     model_path = work / "model.pkl"
@@ -524,16 +570,6 @@ def _train_here(dump: Path, settings: EntityVectorSettings, work: Path, progress
     with atomic_path(model_path) as tmp:
         model.save(str(tmp))
     timings["train"] = time.time() - t
-    timings["total"] = time.time() - total
-    log.info("model: wrote %s (%s): %d × %d float32 (%.1fs; all steps %.1fs)", model_path, _size(model_path),
-             len(dictionary), settings.dim, timings["train"], timings["total"])
-
-    meta = {
-        "dump": str(dump), "wikipedia2vec": metadata.version("wikipedia2vec"), "language": dump_db.language,
-        "settings": settings.model_dump(mode="json"), "counts": counts,
-        "timings_s": {k: round(v, 2) for k, v in timings.items()},
-    }
-    write_text_atomic(work / "model.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return model_path
 
 

@@ -70,18 +70,22 @@ class WikiSettings(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    min_sentence_chars: int = Field(20, ge=1, description="shorter sentences are dropped (their links are counted)")
-    max_sentence_chars: int = Field(1000, ge=10, description="longer sentences are dropped")
-    max_redirect_hops: int = Field(5, ge=0, description="redirect chains longer than this stay unresolved")
-    suppress_abbreviations: bool = Field(
-        False, description="ICU's standard abbreviation suppressions (no break after 'Mr.'); off = polyglot's output")
-    allow_truncated: bool = Field(
-        False, description="a truncated dump keeps its complete pages and reports the cut instead of failing")
-    processes: int = Field(2, ge=1, exclude=True, description="worker processes per shard")
-    range_bytes: int = Field(32 << 20, ge=1 << 12, exclude=True,
-                             description="bytes of dump file (compressed for bz2) per work item")
-    shard_bytes: int = Field(4 << 30, ge=1 << 12, exclude=True,
-                             description="bytes of dump file per DAG shard (a separate task, spreadable by Dask)")
+    min_sentence_chars: int = Field(20, ge=1)
+    """shorter sentences are dropped (their links are counted)"""
+    max_sentence_chars: int = Field(1000, ge=10)
+    """longer sentences are dropped"""
+    max_redirect_hops: int = Field(5, ge=0)
+    """redirect chains longer than this stay unresolved"""
+    suppress_abbreviations: bool = False
+    """ICU's standard abbreviation suppressions (no break after 'Mr.'); off = polyglot's output"""
+    allow_truncated: bool = False
+    """a truncated dump keeps its complete pages and reports the cut instead of failing"""
+    processes: int = Field(2, ge=1, exclude=True)
+    """worker processes per shard"""
+    range_bytes: int = Field(32 << 20, ge=1 << 12, exclude=True)
+    """bytes of dump file (compressed for bz2) per work item"""
+    shard_bytes: int = Field(4 << 30, ge=1 << 12, exclude=True)
+    """bytes of dump file per DAG shard (a separate task, spreadable by Dask)"""
 
 
 @dataclass

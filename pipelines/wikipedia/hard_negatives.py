@@ -53,13 +53,16 @@ class HardNegativeSettings(BaseModel):
     """Hard-negative candidates and sampling of EASE pairs."""
 
     model_config = ConfigDict(extra="forbid")
-    negatives_per_entity: int = Field(10, ge=1, description="K: candidates sampled from the entity's type")
-    max_pairs_per_entity: int = Field(10_000, ge=1, description="cap of pairs per positive entity")
-    max_pairs_per_language: int | dict[str, int] = Field(
-        1_000_000, description="total pairs per language (one number, or per language; EASE: 1M en, 50k each for 18)")
-    seed: int = Field(42, description="EASE uses random.seed(42)")
-    pages_per_chunk: int = Field(200_000, ge=1, exclude=True,
-                                 description="pages whose pairs are built at once (memory; never changes the output)")
+    negatives_per_entity: int = Field(10, ge=1)
+    """K: candidates sampled from the entity's type"""
+    max_pairs_per_entity: int = Field(10_000, ge=1)
+    """cap of pairs per positive entity"""
+    max_pairs_per_language: int | dict[str, int] = 1_000_000
+    """total pairs per language (one number, or per language; EASE: 1M en, 50k each for 18)"""
+    seed: int = 42
+    """EASE uses random.seed(42)"""
+    pages_per_chunk: int = Field(200_000, ge=1, exclude=True)
+    """pages whose pairs are built at once (memory; never changes the output)"""
 
     @field_validator("max_pairs_per_language")
     @classmethod

@@ -49,11 +49,15 @@ class XnliSettings(BaseModel):
     languages: list[str] | str = Field(default_factory=lambda: list(LANGUAGE_PRESETS["mpcl"]),
                                        description=f"a list, or a preset: {', '.join(LANGUAGE_PRESETS)}")
     splits: list[str] = Field(default_factory=lambda: ["dev"], min_length=1)
+    """XNLI splits grouped (``train``, ``dev``, ``test``); a group's id is unique across them"""
     anchor_language: str = "en"
-    single_pairs: bool = Field(True, description="also derive MPCL's +Single pairs")
-    max_boundary_mismatch: float = Field(0.0, ge=0.0, le=1.0,
-                                         description="fraction of rows whose premise boundaries may disagree")
+    """the language whose unique sentences define the groups (read even when it is not a member language)"""
+    single_pairs: bool = True
+    """also derive MPCL's +Single pairs"""
+    max_boundary_mismatch: float = Field(0.0, ge=0.0, le=1.0)
+    """fraction of rows whose premise boundaries may disagree"""
     seed: int = 13
+    """seeds the "+Single" pairing of each group's languages"""
 
     _languages = xnli_languages_validator("corpora.xnli_groups.languages")
 

@@ -23,9 +23,15 @@ class XnliSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     format: Literal["xtreme", "xnli10", "xnli_mt", "hub"] = "xtreme"
+    """the form XNLI comes in (listed above): ``xtreme``, ``xnli10``, ``xnli_mt`` (the machine-translated train split
+    only) or ``hub``"""
     dir: Path | None = None
+    """xtreme: the folder with ``{split}-{lang}.tsv`` files"""
     path: Path | None = None
+    """xnli10: ``XNLI-1.0.zip``, its folder or an ``xnli.{dev,test}.tsv`` file; xnli_mt: ``XNLI-MT-1.0.zip`` or its
+    folder"""
     hub_id: str = "facebook/xnli"
+    """hub: the dataset id (one config per language; the split ``dev`` is read as ``validation``)"""
 
     @model_validator(mode="after")
     def _where(self) -> XnliSource:

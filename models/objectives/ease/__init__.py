@@ -115,19 +115,43 @@ class EaseObjective(Objective):
     KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("simcse_weight",)
 
     kind: Literal["ease"] = "ease"
+    """``ease``: EASE (Nishikawa et al. 2022), the SimCSE term plus the sentence–entity term"""
     data: Literal["hard_negatives"] = "hard_negatives"
+    """the table of (sentence, linked entity, type-based hard negative) rows; its entities' vectors come from
+    ``entity_vectors``"""
     weight: NonNegative = 1.0
+    """this objective's loss is multiplied by it before the run sums its objectives' losses"""
     batch_size: AtLeastOne = 256
+    """sentences in one contrast set (N): the paper's 256 (default; ``grad_cache`` fits it in any memory); the public
+    code's reading is 8 with ``grad_accumulation``, which does not enlarge the contrast set"""
     simcse_temperature: Positive = 0.05
+    """τ_s of the SimCSE term (two dropout views of each sentence): logits are cos / τ_s"""
     entity_temperature: Positive = 10.0
+    """τ_e of the entity term, which *divides* the cosine as in the paper and its code: 10 multilingual (default), 100
+    monolingual"""
     entity_weight: NonNegative = 0.01
+    """λ: the entity term's weight, L = μ·L_simcse + λ·L_entity (the paper's 0.01)"""
     simcse_weight: NonNegative = 1.0
+    """μ: the SimCSE term's weight (1, the paper; 0 with ``entity_weight: 1``: the entity term alone, a diagnostic);
+    enters a cache key only when set"""
     hard_negatives: bool = True
+    """each sentence's type-based hard-negative entity joins the entity term's denominators (rows without one are
+    dropped); false: positives and in-batch entities only"""
     hard_negative_weight: float = 0.0
+    """w_hn, added to the logit of a row's own hard negative: 0 (default, the paper's Eq. 2: the hard negative only in
+    the denominator) or 1.0 (the public code)"""
     nonlinear: bool = False
+    """tanh after the entity projection, as the code's ``EntityMLPLayer``; false (default): W a learnable matrix, as the
+    paper"""
     entity_projection_bias: bool = False
+    """a bias in the entity projection, e = W·E[·] + b (the code's ``nn.Linear``, and polysent's earlier head); false
+    (default): W alone, as the paper"""
     duplicate_negatives: DuplicateNegatives = "keep"
+    """``keep`` (default, both equations): a sentence with several links, or an entity positive of several rows, stays a
+    negative of its duplicates; ``mask`` (polysent's own): same-text columns leave the SimCSE term's and same-entity
+    columns the entity term's denominators; the counts are logged either way"""
     seed: int = 0
+    """seeds the draw of the entity vectors Wikipedia2Vec lacks, U(−0.05, 0.05)"""
 
 
 class EaseComponent(Component, builds=EaseObjective):

@@ -24,12 +24,19 @@ class HubSource(PairFormat):
     """A hub dataset with a ``translation`` dict per row, e.g. ``Helsinki-NLP/opus-100`` config ``en-es``."""
 
     format: Literal["hub"]
+    """``hub``: this format"""
     hub_id: str
+    """the dataset id (``Helsinki-NLP/opus-100``); read from the local hub cache when offline"""
     config: str | None = None
+    """the dataset's config (``en-es``); null: its default"""
     split: str = "train"
+    """the split read"""
     src: str
+    """the language code of the source side (an ISO 639 code or a BCP-47 tag): its key in ``field``"""
     tgt: str
+    """the language code of the target side (another language than ``src``): its key in ``field``"""
     field: str = "translation"
+    """the column holding a ``{language: text}`` mapping per row"""
 
     def where(self) -> str:
         return f"hub:{self.hub_id}"

@@ -18,7 +18,9 @@ class MinedSource(BitextFormat):
     (filters, leakage guard, pivot quotas); the node's artifact enters the bitext node's key as an upstream input."""
 
     format: Literal["mined"]
+    """``mined``: this format"""
     mining: str
+    """the name of an entry of ``mining``: its ``mined_pairs`` table, in the languages of its two sides"""
 
     def where(self) -> str:
         return f"mining.{self.mining}"

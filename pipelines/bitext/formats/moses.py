@@ -19,10 +19,15 @@ class MosesSource(PairFormat):
     """Two line-aligned text files (plain, .gz, .bz2, .xz): line i of ``src_file`` translates line i of ``tgt_file``."""
 
     format: Literal["moses"] = "moses"
+    """``moses``: this format (the default of an entry without ``format``)"""
     src: str
+    """the language code of the source side (an ISO 639 code or a BCP-47 tag): the language of ``src_file``"""
     tgt: str
+    """the language code of the target side (another language than ``src``): the language of ``tgt_file``"""
     src_file: Path
+    """the source side's lines (plain, .gz, .bz2 or .xz)"""
     tgt_file: Path
+    """the target side's lines: as many as ``src_file`` (unequal counts are refused)"""
 
     def where(self) -> str:
         return f"{self.src_file} / {self.tgt_file}"

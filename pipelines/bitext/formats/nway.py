@@ -37,12 +37,19 @@ class NwaySource(BitextFormat, KeyWhenSet):
     """
 
     format: Literal["nway"]
+    """``nway``: this format"""
     files: dict[str, Path] | None = None
+    """language → its file (line-aligned with every other); or ``dir`` + ``pattern`` + ``languages``"""
     dir: Path | None = None
+    """the folder of the files, named by ``pattern``"""
     pattern: str | None = None
+    """the file name with ``{code}`` where the language's code goes (``newstest2019-ref.{code}.txt``)"""
     languages: dict[str, str] | None = None
-    documents: Documents = Field("all", description="all lines, or NTREX's training / held-out documents only")
-    held_out_every: int = Field(HELD_OUT_EVERY, ge=2, description="every n-th document is held out")
+    """language → the code in its file name (``de: deu`` for NTREX)"""
+    documents: Documents = "all"
+    """all lines, or NTREX's training / held-out documents only"""
+    held_out_every: int = Field(HELD_OUT_EVERY, ge=2)
+    """every n-th document is held out"""
     document_ids: Path | None = Field(None, description=f"the per-line document ids (default dir/{DOCUMENT_IDS})")
     # the document split stays out of the dump (and cache keys) while unset
     KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("documents", "held_out_every", "document_ids")

@@ -20,9 +20,14 @@ class OpusZipSource(PairFormat):
     """An OPUS Moses download (``en-es.txt.zip`` holding ``Corpus.en-es.en`` and ``Corpus.en-es.es``)."""
 
     format: Literal["opus_zip"]
+    """``opus_zip``: this format"""
     path: Path
+    """the OPUS Moses zip (``en-es.txt.zip``)"""
     src: str
+    """the language code of the source side (an ISO 639 code or a BCP-47 tag): the suffix of its member
+    (``Corpus.en-es.en``)"""
     tgt: str
+    """the language code of the target side (another language than ``src``): the suffix of the other member"""
 
     def where(self) -> str:
         return str(self.path)

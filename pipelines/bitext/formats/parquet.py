@@ -22,11 +22,17 @@ class ParquetSource(PairFormat):
     """A Parquet file (or folder of files) with one row per pair."""
 
     format: Literal["parquet"]
+    """``parquet``: this format"""
     path: Path
+    """a Parquet file, or a folder: every ``*.parquet`` file under it, in path order"""
     src: str
+    """the language code of the source side (an ISO 639 code or a BCP-47 tag): the language of ``src_column``"""
     tgt: str
+    """the language code of the target side (another language than ``src``): the language of ``tgt_column``"""
     src_column: str = "src"
+    """the column holding the source texts"""
     tgt_column: str = "tgt"
+    """the column holding the target texts"""
 
     def where(self) -> str:
         return str(self.path)

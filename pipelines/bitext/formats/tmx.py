@@ -29,9 +29,14 @@ class TmxSource(PairFormat):
     """A TMX 1.1–1.4 file; ``src``/``tgt`` match each ``<tuv>``'s ``xml:lang`` (or ``lang``) by primary subtag."""
 
     format: Literal["tmx"]
+    """``tmx``: this format"""
     path: Path
+    """the TMX file"""
     src: str
+    """the language code of the source side (an ISO 639 code or a BCP-47 tag), matched to each ``<tuv>``'s ``xml:lang``
+    by its primary subtag"""
     tgt: str
+    """the language code of the target side (another language than ``src``), matched the same way"""
 
     def where(self) -> str:
         return str(self.path)
