@@ -19,7 +19,8 @@ import pytest
 from bitext_helpers import PIVOTS, SRC, TGT, collect, moses
 from pydantic import TypeAdapter, ValidationError
 
-from pipelines.bitext.formats import DEFAULT_FORMAT, FORMATS, PairFormat
+from pipelines.bitext.formats import DEFAULT_FORMAT, FORMATS
+from pipelines.bitext.formats.base import OneFilePairFormat
 from pipelines.bitext.readers import count_pairs, iter_chunks
 from pipelines.bitext.sampling import BitextSettings, select_pairs
 from pipelines.bitext.sources import BitextSource, MosesSource, format_name
@@ -87,19 +88,13 @@ def test_no_code_of_the_bitext_package_names_a_format_class_outside_its_module()
     assert not found, found
 
 
-class TsvSource(PairFormat):
+class TsvSource(OneFilePairFormat):
     """A toy format, all of it in one class: Tatoeba-Challenge-style TSV, ``source<TAB>target`` per line."""
 
     format: Literal["tsv"]
     path: Path
     src: str
     tgt: str
-
-    def where(self) -> str:
-        return str(self.path)
-
-    def input_files(self) -> dict[str, Path]:
-        return {f"{self.src}-{self.tgt}/{self.path.name}": self.path}
 
     def read(self, chunk_rows: int, stats: collections.Counter | None) -> Iterator[pl.DataFrame]:
         rows = pl.read_csv(self.path, separator="\t", has_header=False, new_columns=["a", "b"], quote_char=None)

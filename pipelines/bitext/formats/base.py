@@ -91,3 +91,17 @@ class PairFormat(BitextFormat):
     def count(self, pivots: Pivots) -> dict[tuple[str, str], int]:
         key = (self.tgt, self.src) if self.swapped(pivots) else (self.src, self.tgt)
         return {key: self.count_rows()}
+
+
+class OneFilePairFormat(PairFormat):
+    """A one-pair format read from one local file, ``path`` (a field the subclass declares, in its own key order):
+    TMX, the OPUS Moses zip. Its data is the file; the file enters the cache key as ``<src>-<tgt>/<file name>``."""
+
+    if TYPE_CHECKING:  # declared by each subclass (its own docstring, its own key order)
+        path: Path
+
+    def where(self) -> str:
+        return str(self.path)
+
+    def input_files(self) -> dict[str, Path]:
+        return {f"{self.src}-{self.tgt}/{self.path.name}": self.path}

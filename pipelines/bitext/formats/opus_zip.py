@@ -12,11 +12,11 @@ from typing import Literal
 
 import polars as pl
 
-from pipelines.bitext.formats.base import PairFormat
+from pipelines.bitext.formats.base import OneFilePairFormat
 from pipelines.bitext.streams import BitextFormatError, count_lines, paired_lines, unequal
 
 
-class OpusZipSource(PairFormat):
+class OpusZipSource(OneFilePairFormat):
     """An OPUS Moses download (``en-es.txt.zip`` holding ``Corpus.en-es.en`` and ``Corpus.en-es.es``)."""
 
     format: Literal["opus_zip"]
@@ -28,12 +28,6 @@ class OpusZipSource(PairFormat):
     (``Corpus.en-es.en``)"""
     tgt: str
     """the language code of the target side (another language than ``src``): the suffix of the other member"""
-
-    def where(self) -> str:
-        return str(self.path)
-
-    def input_files(self) -> dict[str, Path]:
-        return {f"{self.src}-{self.tgt}/{self.path.name}": self.path}
 
     def read(self, chunk_rows: int, stats: collections.Counter | None) -> Iterator[pl.DataFrame]:
         with _open_zip(self.path) as zf:

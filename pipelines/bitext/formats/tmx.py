@@ -13,7 +13,7 @@ from typing import Any, Literal
 import polars as pl
 from lxml import etree
 
-from pipelines.bitext.formats.base import PairFormat
+from pipelines.bitext.formats.base import OneFilePairFormat
 from pipelines.bitext.streams import READ_ERRORS, BitextFormatError, frame
 from pipelines.language_codes import primary_subtag
 from pipelines.text_lines import open_binary
@@ -25,7 +25,7 @@ _TMX_CODES = frozenset({"bpt", "ept", "ph", "it", "ut"})  # their content is nat
 _TMX_LOGGED = 5
 
 
-class TmxSource(PairFormat):
+class TmxSource(OneFilePairFormat):
     """A TMX 1.1–1.4 file; ``src``/``tgt`` match each ``<tuv>``'s ``xml:lang`` (or ``lang``) by primary subtag."""
 
     format: Literal["tmx"]
@@ -37,12 +37,6 @@ class TmxSource(PairFormat):
     by its primary subtag"""
     tgt: str
     """the language code of the target side (another language than ``src``), matched the same way"""
-
-    def where(self) -> str:
-        return str(self.path)
-
-    def input_files(self) -> dict[str, Path]:
-        return {f"{self.src}-{self.tgt}/{self.path.name}": self.path}
 
     def read(self, chunk_rows: int, stats: collections.Counter | None) -> Iterator[pl.DataFrame]:
         units = _tmx_units(self, stats)
