@@ -300,7 +300,7 @@ def evaluation_encode(encoder: Any, texts: Sequence[str], *, packed: bool = True
     """``SentenceEncoder.encode`` as ``models.evaluation.suite.evaluate_model`` calls it for one embedding-cache
     bucket: the default ``EvaluationSettings``' ``batch_size`` and ``batch_tokens``, float32, ``normalize=False``;
     ``packed=False`` runs the padded 🤗 forward (the path before the packed one)."""
-    from models.settings import EvaluationSettings
+    from models.evaluation.settings import EvaluationSettings
 
     settings = EvaluationSettings()
     return encoder.encode(list(texts), settings.batch_size, normalize=False, batch_tokens=settings.batch_tokens,

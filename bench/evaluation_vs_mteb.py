@@ -201,8 +201,11 @@ def run_polysent(data: Path, work: Path, t0: float, dtype: str = "float32") -> d
     ``EvaluationSettings.dtype``)."""
     import torch
 
+    from models.evaluation.settings import EvaluationSettings
     from models.evaluation.suite import evaluate_model
-    from models.settings import ClusteringSettings, EvaluationSettings, StsSettings, TatoebaSettings
+    from models.evaluation.tasks.clustering import ClusteringSettings
+    from models.evaluation.tasks.sts import StsSettings
+    from models.evaluation.tasks.tatoeba import TatoebaSettings
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
 
     t_import = time.perf_counter()

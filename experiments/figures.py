@@ -2,7 +2,7 @@
 
 Figure names are what ``question.yaml`` lists under ``evaluation.report`` / ``decision`` / ``final`` and what a
 ledger row's ``metrics`` hold (decision figures prefixed ``decision.``, full-set figures ``final.``). Higher is better
-for every figure except ``xsim_error`` (``LOWER_IS_BETTER``).
+for every figure except ``xsim_error`` (``lower_is_better()``).
 
 | figure | what |
 |---|---|
@@ -22,31 +22,50 @@ for every figure except ``xsim_error`` (``LOWER_IS_BETTER``).
 | ``entity_retrieval_balanced`` (``_start``, ``_gain``, ``_gain_se``) | top-1 per entity first (blind ranking: chance) |
 | ``entity_head_movement`` | ‖W_trained − W_init‖_F / ‖W_init‖_F of the entity head (a fraction) |
 
-The ``entity_*`` figures (``ENTITY_FIGURES``) are not scored by the evaluation suite: ``experiments.entity_witness``
-computes them from the run's entity head (``<run>/entity_head/``) and the kit's ``eval_entity_pairs``;
-``scored_by_suite`` tells the two kinds apart.
+Each evaluation task declares the figures read from its rows — their names, tables, computation and the settings
+that compute them (``pipelines/eval_tasks/<name>.py``: ``Figures``, gathered by ``pipelines.eval_task_registry``);
+this module asks the registry and names no task. The ``entity_*`` figures (``ENTITY_FIGURES``) are not scored by the
+evaluation suite: ``experiments.entity_witness`` computes them from the run's entity head (``<run>/entity_head/``) and
+the kit's ``eval_entity_pairs``; ``scored_by_suite`` tells the two kinds apart.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-LOWER_IS_BETTER = frozenset({"xsim_error"})
-STSB_DATASET = "stsb-multi-mt"  # the ``dataset`` value of STS-B multi-mt rows (``pipelines.eval_sets.sts``)
 ENTITY_FIGURES = ("entity_retrieval_acc", "entity_retrieval_start", "entity_retrieval_gain",
                   "entity_retrieval_gain_se", "entity_retrieval_balanced", "entity_retrieval_balanced_start",
                   "entity_retrieval_balanced_gain", "entity_retrieval_balanced_gain_se", "entity_retrieval_mrr",
                   "entity_retrieval_chance", "entity_retrieval_blind", "entity_head_movement")
-KNOWN = ("tatoeba_trained", "tatoeba_untrained", "tatoeba_mean", "bucc_f1", "sts17", "sts17_mono", "sts17_cross",
-         "stsb_mono", "stsb_cross", "xsim_error", "mewsc_accuracy", *ENTITY_FIGURES)
+ENTITY_TABLES = ("eval_entity_pairs",)  # the kit table the entity_* figures are scored on
 
 
-# the kit tables (``experiments.kits.tables``) each figure family is scored on
-_FAMILY_TABLES = {"tatoeba": ("eval_tatoeba",), "bucc": ("eval_bucc", "eval_bucc_gold"), "sts17": ("eval_sts",),
-                  "stsb": ("eval_sts",), "xsim": ("eval_parallel",), "mewsc": ("eval_clustering",),
-                  "entity": ("eval_entity_pairs",)}
+def _task_figures() -> list[Any]:
+    """The evaluation tasks' figure declarations (``pipelines.eval_task_registry``: ``Figures``), in task order."""
+    from pipelines.eval_task_registry import tasks
+
+    return [t.figures for t in tasks().values() if t.figures is not None]
+
+
+def known() -> tuple[str, ...]:
+    """Every figure name the suite's tasks compute whatever the data, then the entity witness's."""
+    return (*(n for f in _task_figures() for n in f.names), *ENTITY_FIGURES)
+
+
+def lower_is_better() -> frozenset[str]:
+    """The figures where lower wins (``xsim_error``)."""
+    return frozenset(n for f in _task_figures() for n in f.lower_is_better)
+
+
+def __getattr__(name: str) -> Any:
+    """``KNOWN`` and ``LOWER_IS_BETTER``, read from the registry when asked for."""
+    if name == "KNOWN":
+        return known()
+    if name == "LOWER_IS_BETTER":
+        return lower_is_better()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def family(figure: str) -> str:
@@ -56,13 +75,17 @@ def family(figure: str) -> str:
     return base.split(".")[0].split("_")[0]
 
 
+def _family_tables() -> dict[str, tuple[str, ...]]:
+    return {**{fam: tables for f in _task_figures() for fam, tables in f.tables.items()}, "entity": ENTITY_TABLES}
+
+
 def tables_of(figure: str) -> tuple[str, ...]:
     """The kit tables a figure is scored on (``eval_bucc`` and its gold pairs for ``bucc_f1``, …)."""
     try:
-        return _FAMILY_TABLES[family(figure)]
+        return _family_tables()[family(figure)]
     except KeyError:
-        raise ValueError(f"figure {figure!r}: no evaluation table known for it; expected one of {', '.join(KNOWN)} "
-                         "(decision./final. prefixes allowed)") from None
+        raise ValueError(f"figure {figure!r}: no evaluation table known for it; expected one of "
+                         f"{', '.join(known())} (decision./final. prefixes allowed)") from None
 
 
 def scored_by_suite(figure: str) -> bool:
@@ -77,67 +100,33 @@ def on_report_sets(figure: str) -> bool:
 
 
 def higher_is_better(figure: str) -> bool:
-    return figure.removeprefix("decision.").removeprefix("final.") not in LOWER_IS_BETTER
+    return figure.removeprefix("decision.").removeprefix("final.") not in lower_is_better()
 
 
 def figures(results: Path, trained: Sequence[str]) -> dict[str, float]:
-    """Every figure ``results`` (an ``eval_results.parquet``) supports; ``trained``: the trained Tatoeba languages."""
+    """Every figure ``results`` (an ``eval_results.parquet``) supports; ``trained``: the trained Tatoeba languages.
+    Each task computes its own (``Figures.compute``)."""
     import pyarrow.parquet as pq
 
     rows = pq.read_table(results).to_pylist()
     out: dict[str, float] = {}
-    tat = {r["subset"]: r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) ==
-           ("tatoeba", "canonical", "accuracy_mean") and r["languages"] == f"{r['subset']}-eng"}
-    for name, langs in (("tatoeba_trained", [k for k in tat if k in trained]),
-                        ("tatoeba_untrained", [k for k in tat if k not in trained]), ("tatoeba_mean", list(tat))):
-        if langs:
-            out[name] = statistics.fmean(tat[k] for k in langs)
-    out.update({f"tatoeba.{k}": v for k, v in sorted(tat.items())})
-    bucc = [r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) == ("bucc", "oracle", "f1")]
-    if bucc:
-        out["bucc_f1"] = statistics.fmean(bucc)
-    sts: dict[str, list[float]] = {}
-    for r in rows:
-        if (r["task"], r["variant"], r["metric"]) != ("sts", "canonical", "spearman") or "/" not in r["subset"]:
-            continue
-        dataset = r["subset"].split("/", 1)[0]
-        a, _, b = str(r["languages"]).partition("-")
-        prefix = {"sts17": "sts17", STSB_DATASET: "stsb"}.get(dataset)
-        if prefix:
-            sts.setdefault(prefix, []).append(r["value"])
-            sts.setdefault(f"{prefix}_{'mono' if a == b else 'cross'}", []).append(r["value"])
-    out.update({k: statistics.fmean(v) for k, v in sts.items() if k != "stsb"})
-    xsim = [r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) == ("xsim", "laser", "error_rate")
-            and str(r["subset"]).endswith("/mean")]
-    if xsim:
-        out["xsim_error"] = statistics.fmean(xsim)
-    clu = [r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) ==
-           ("clustering", "ease", "hungarian_accuracy")]
-    if clu:
-        out["mewsc_accuracy"] = statistics.fmean(clu)
+    for f in _task_figures():
+        out.update(f.compute(rows, trained))
     return out
 
 
 def evaluation_settings(names: Sequence[str], batch_size: int) -> object:
-    """The evaluation suite's settings that compute ``names`` (and nothing else: each task costs encoding time)."""
-    from models.settings import (
-        BuccSettings,
-        ClusteringSettings,
-        EvaluationSettings,
-        StsSettings,
-        TatoebaSettings,
-        XsimSettings,
-    )
+    """The evaluation suite's settings that compute ``names`` (and nothing else: each task costs encoding time): the
+    section each task declares for the figure families asked of it (``Figures.settings``), every other task off."""
+    from models.evaluation.settings import EvaluationSettings
+    from models.evaluation.task_registry import tasks as scorers
+    from pipelines.eval_task_registry import tasks
 
     base = {n.removeprefix("decision.").removeprefix("final.").split(".")[0] for n in names if scored_by_suite(n)}
-    sts = tuple(sorted({"sts17" for n in base if n.startswith("sts17")} |
-                       {STSB_DATASET for n in base if n.startswith("stsb")}))
-    return EvaluationSettings(
-        tatoeba=TatoebaSettings(subsets=(), xtreme=False, mteb=False) if any(n.startswith("tatoeba") for n in base)
-        else None,
-        bucc=BuccSettings(cosine=False, mteb=False) if "bucc_f1" in base else None,
-        sts=StsSettings(datasets=sts, mteb=False) if sts else None,
-        clustering=ClusteringSettings(v_measure=False, n_init=3) if "mewsc_accuracy" in base else None,
-        xsim=XsimSettings(compare_text=False) if "xsim_error" in base else None,
-        classification=None, geometry=None, langid=None, pair_classification=None, cache=False,
-        batch_size=batch_size)
+    families = {family(n) for n in base}
+    sections: dict[str, Any] = {name: None for name in scorers()}
+    for name, task in tasks().items():
+        wanted = families & set(task.figures.tables) if task.figures is not None else set()
+        if wanted:
+            sections[name] = scorers()[name].settings(**task.figures.settings(wanted))
+    return EvaluationSettings(**sections, cache=False, batch_size=batch_size)

@@ -23,11 +23,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, Tag, ValidationError, model_validator
 from pydantic_core import core_schema
 
+from models.evaluation.settings import EvaluationSettings
 from models.mining.index import IndexSettings
 from models.mining.mine import MineSettings
 from models.objective_registry import objective_tables
 from models.pretrained import HUB_ID, hub_model_available
-from models.settings import EvaluationSettings, TokenizerSettings, TrainSettings
+from models.settings import TokenizerSettings, TrainSettings
 from models.settings_io import SettingsError, from_mapping, line_of, load_yaml, read_section, to_mapping
 from pipelines.bitext.sampling import BitextSettings
 from pipelines.bitext.sources import BitextSource

@@ -3,10 +3,11 @@
 Every key of a pipeline YAML is a field of a settings class: pydantic models for the data stages' sections (beside
 their stages in ``pipelines/``, gathered by ``flows.config.PipelineConfig``) and ``models.settings`` dataclasses for the
 model stages' sections (``tokenizer``, ``training``, ``evaluation``; each objective kind's dataclass in its own module
-of ``models/objectives/``). This module walks that tree from ``PipelineConfig`` — through nested models, lists,
-mappings, the ``format``-tagged source unions and the ``kind``-tagged objective union — and writes one section per
-class: its key path, its docstring, and a table of its keys with type, default and description. A key's description
-is written where its field is defined, as the field's attribute docstring — the string literal right below it::
+of ``models/objectives/``, each evaluation task's in ``models/evaluation/tasks/``). This module walks that tree from
+``PipelineConfig`` — through nested models, lists, mappings, the ``format``-tagged source unions and the
+``kind``-tagged objective union — and writes one section per class: its key path, its docstring, and a table of its
+keys with type, default and description. A key's description is written where its field is defined, as the field's
+attribute docstring — the string literal right below it::
 
     steps: AtLeastOne = 300
     '''optimizer updates of the run …'''
@@ -14,7 +15,9 @@ is written where its field is defined, as the field's attribute docstring — th
 read here from the class source (``attribute_docstrings``) for dataclasses and pydantic models alike, so a model need
 not set pydantic's ``use_attribute_docstrings`` (which reads each class's source as the class is created: about
 0.05 s more to import ``flows.config`` on 2 cores, for no reader at run time). A pydantic ``Field(description=…)`` is
-read first (kept where the text is computed from a constant). A docstring is text, not data: it enters no cache key.
+read first (kept where the text is computed from a constant), and a dataclass field that code adds to a class (the
+``evaluation`` section's one key per evaluation task) carries its text as ``metadata["description"]``. A docstring is
+text, not data: it enters no cache key.
 A page of ``docs/`` a description names (``docs/training.md#vmsst``) becomes a link.
 Nothing is typed by hand, so the page cannot drift from what ``load_config`` accepts; ``tests/test_config_reference.py``
 fails when the committed page differs from what this module writes, and when a key has no description.
@@ -180,7 +183,8 @@ def _fields(cls: type) -> Iterator[tuple[str, Any, Any, str]]:
     """(name, type, default, description) of every key of a settings class, in definition order. A required key's
     default is ``_REQUIRED``; the description is the field's attribute docstring (``attribute_docstrings``) — for a
     pydantic model, pydantic's own ``description`` first (``Field(description=…)``, or the docstring pydantic read
-    itself where the model sets ``use_attribute_docstrings``)."""
+    itself where the model sets ``use_attribute_docstrings``); for a dataclass field a class gains from code, without
+    source to read (``evaluation.<task>``: ``models.evaluation.settings``), its ``metadata["description"]``."""
     docstrings = attribute_docstrings(cls)
     if issubclass(cls, BaseModel):
         for name, info in cls.model_fields.items():
@@ -195,7 +199,8 @@ def _fields(cls: type) -> Iterator[tuple[str, Any, Any, str]]:
             default = f.default_factory()
         else:
             default = _REQUIRED
-        yield f.name, hints[f.name], default, _markdown(docstrings.get(f.name, ""))
+        text = docstrings.get(f.name) or f.metadata.get("description", "")  # a field made by code: its metadata
+        yield f.name, hints[f.name], default, _markdown(text)
 
 
 def _pydantic_type(info: FieldInfo) -> Any:

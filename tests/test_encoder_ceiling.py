@@ -20,7 +20,7 @@ from bench.encoder_ceiling import (
     report_lines,
 )
 from models.encoder import PackedBackbone, SentenceEncoder, length_batches
-from models.settings import EvaluationSettings
+from models.evaluation.settings import EvaluationSettings
 
 
 def _tiny_bert() -> BertModel:

@@ -17,7 +17,7 @@ from conftest import SAMPLE
 
 from pipelines.eval_sets import STAGE_VERSION, EvalSetsSettings, EvalSources, build_eval_sets
 from pipelines.eval_sets.bucc import read_bucc
-from pipelines.eval_sets.build import KEYS, SCHEMAS, read_eval_sets
+from pipelines.eval_sets.build import read_eval_sets, tables
 from pipelines.eval_sets.classification import MTOP_FIELDS, read_mldoc, read_mtop, read_sib200
 from pipelines.eval_sets.clustering import read_clustering
 from pipelines.eval_sets.hub import HUB_DATASETS, HubLoadError, load_hub
@@ -278,8 +278,8 @@ def test_sample_eval_sets_build(tmp_path: Path) -> None:
     assert result.stats["skipped"] == {}
     for name, rel in result.tables.items():
         df = pl.read_parquet(tmp_path / rel)
-        assert df.schema == pl.Schema(SCHEMAS[name])
-        assert df.equals(df.sort(KEYS[name]))
+        assert df.schema == pl.Schema(tables()[name].schema)
+        assert df.equals(df.sort(tables()[name].keys))
     sts = pl.read_parquet(tmp_path / "eval_sts.parquet")
     assert sts["score"].min() >= 0 and sts["score"].max() <= 5
     assert dict(sts.group_by("subset").agg(pl.col("lang1").first()).iter_rows()) == {"track5.en-en": "en",

@@ -132,8 +132,8 @@ def sample_tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @needs_minilm
 def test_suite_on_the_sample_sets_scores_every_task_and_reuses_the_cache(tmp_path: Path,
                                                                         sample_tables: dict[str, Path]) -> None:
+    from models.evaluation.settings import EvaluationSettings
     from models.evaluation.suite import evaluate_model
-    from models.settings import EvaluationSettings
 
     model = tiny_model(tmp_path)
     settings = EvaluationSettings()
@@ -174,8 +174,8 @@ def test_suite_on_the_sample_sets_scores_every_task_and_reuses_the_cache(tmp_pat
 def test_minilm_sts17_en_en_matches_its_published_score(shared_data: Path, tmp_path: Path) -> None:
     """all-MiniLM-L6-v2 scores 87.6 cosine Spearman on STS17 en-en on the MTEB leaderboard: the whole chain (reader,
     encoder, cache, scoring) must land there on the real files."""
+    from models.evaluation.settings import EvaluationSettings
     from models.evaluation.suite import evaluate_model
-    from models.settings import EvaluationSettings
     from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
 
     result = build_eval_sets(EvalSetsSettings(), EvalSources(sts=shared_data / "sts" / "sts17"), tmp_path)

@@ -84,8 +84,7 @@ def test_all_112_laser_tatoeba_files_go_through_the_eval_sets_stage_and_the_all_
     # the suite's subsets: xnli14 and xtreme36 as before, "all" over the 112
     pytest.importorskip("torch")
     from models.evaluation.results import Results
-    from models.evaluation.suite import Tatoeba
-    from models.settings import TatoebaSettings
+    from models.evaluation.tasks.tatoeba import Tatoeba, TatoebaSettings
 
     task = Tatoeba(TatoebaSettings(xtreme=False, mteb=False), {"eval_tatoeba": out / result.tables["eval_tatoeba"]})
     def key(text: str) -> tuple[str, str]:  # (code, i) of "{code} sentence {i}" / "English sentence {i} of {code}"

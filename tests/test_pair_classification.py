@@ -253,8 +253,8 @@ def test_mteb_parity_pawsx_task_on_the_same_embeddings() -> None:
 
 def test_suite_task_writes_per_language_rows_and_their_mean(tmp_path: Path) -> None:
     from models.evaluation.results import Results
-    from models.evaluation.suite import PairClassification, Vectors
-    from models.settings import PairClassificationSettings
+    from models.evaluation.task_registry import Vectors
+    from models.evaluation.tasks.pair_classification import PairClassification, PairClassificationSettings
     from pipelines.eval_sets.build import build_eval_sets
 
     root = _xfinal(tmp_path / "data")

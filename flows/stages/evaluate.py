@@ -16,7 +16,7 @@ from contract import StageResult
 from flows.config import PipelineConfig
 from flows.graph import Node, canonical, folder_files, portable
 from models import stage_versions
-from models.settings import EvaluationSettings
+from models.evaluation.settings import EvaluationSettings
 from pipelines.eval_sets import STAGE_VERSION as EVAL_SETS_VERSION
 from pipelines.eval_sets import EvalSetsSettings, EvalSources, build_eval_sets
 from warehouse.artifacts import ArtifactRef

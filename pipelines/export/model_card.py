@@ -16,6 +16,9 @@ hand, so the card cannot drift from the model:
 * the training curve, summarised per objective (``train_steps``, ``train_objective_losses``);
 * the evaluation beside the start model and the ``evaluation.models`` peers scored on the same evaluation sets,
   with the report's own headline rows (``pipelines.report.results.headlines``) so the card and the report agree;
+  the line above them names each task's protocol as the task declares it (``EvalTask.card`` in
+  ``pipelines/eval_tasks/<name>.py``), and the tasks declaring ``exposure`` (Tatoeba, xSIM) are also averaged over the
+  languages the run trained on and those it never saw;
 * a usage snippet that runs as written from the folder's parent.
 
 ``card_facts`` gathers (:class:`~pipelines.export.card_facts.CardFacts`, also written as ``polysent_card.json``);
@@ -37,6 +40,7 @@ from typing import Any
 import polars as pl
 import yaml
 
+from pipelines.eval_task_registry import tasks
 from pipelines.export.card_facts import CardFacts, Corpus, InputFile, ObjectiveInfo
 from pipelines.export.mteb_results import RunResults, UnknownRunError, run_results, task_results
 from pipelines.export.public_sources import PublicModel, PublicSource, identify_model, identify_source
@@ -53,16 +57,6 @@ INTERPOLATION_PAPER = ("Wortsman et al. 2022, \"Robust fine-tuning of zero-shot 
                        "https://arxiv.org/abs/2109.01903")
 INTERPOLATION_FILE = "polysent_interpolation.json"  # models.training.interpolation.LINEAGE_FILE
 EVAL_STAGES = ("eval_sets",)  # artifacts a run reads to select its checkpoint: evaluation data, never training data
-# mteb task → the Hub dataset it scores (model-index ``dataset.type``)
-MTEB_DATASETS = {
-    "Tatoeba": "mteb/tatoeba-bitext-mining", "BUCC": "mteb/bucc-bitext-mining", "STS12": "mteb/sts12-sts",
-    "STS13": "mteb/sts13-sts", "STS14": "mteb/sts14-sts", "STS15": "mteb/sts15-sts", "STS16": "mteb/sts16-sts",
-    "STSBenchmark": "mteb/stsbenchmark-sts", "SICK-R": "mteb/sickr-sts", "STS17": "mteb/sts17-crosslingual-sts",
-    "STSBenchmarkMultilingualSTS": "mteb/stsb_multi_mt", "MewsC16JaClustering": "sbintuitions/JMTEB",
-    "SIB200Classification": "mteb/sib200", "PawsXPairClassification": "google-research-datasets/paws-x",
-}
-
-
 class CardError(ValueError):
     """The run cannot be described: no training artifact, or a damaged one (the message names the file)."""
 
@@ -343,7 +337,15 @@ def comparison(history: pl.DataFrame, run: str, start: str | None, peers: Sequen
     return out
 
 
-EXPOSURE_TASKS = ("tatoeba", "xsim")
+def exposure_tasks() -> tuple[str, ...]:
+    """The tasks whose per-language headline rows the card averages by training exposure (``EvalTask.exposure``:
+    Tatoeba, xSIM)."""
+    return tuple(name for name, t in tasks().items() if t.exposure)
+
+
+def mteb_datasets() -> dict[str, str]:
+    """mteb task → the Hub dataset it scores (model-index ``dataset.type``), from the tasks' mteb mappings."""
+    return {k: v for t in tasks().values() if t.mteb is not None for k, v in t.mteb.datasets.items()}
 
 
 def by_exposure(history: pl.DataFrame, run: str, start: str | None, peers: Sequence[str],
@@ -365,7 +367,7 @@ def by_exposure(history: pl.DataFrame, run: str, start: str | None, peers: Seque
             continue
     if not frames or not trained:
         return []
-    rows = pl.concat(frames, how="vertical_relaxed").filter(pl.col("task").is_in(EXPOSURE_TASKS))
+    rows = pl.concat(frames, how="vertical_relaxed").filter(pl.col("task").is_in(exposure_tasks()))
     rows = rows.join(headline_metrics(rows), on=["task", "variant", "metric"], how="semi").filter(~is_aggregate())
     if rows.height == 0:
         return []
@@ -396,6 +398,7 @@ def model_index(results: RunResults) -> tuple[list[dict[str, Any]], dict[str, in
     """The Hub ``model-index`` results of the rows mteb computes the same way (``task_results``), values in points
     (as mteb's own cards); the skipped rows counted per reason."""
     files, skipped = task_results(results)
+    datasets = mteb_datasets()
     entries = []
     for task, data in files.items():
         ttype = _task_type(task)
@@ -407,7 +410,7 @@ def model_index(results: RunResults) -> tuple[list[dict[str, Any]], dict[str, in
                                                                       "mteb_version")
                            and isinstance(v, (int, float))]
                 entries.append({"task": {"type": ttype},
-                                "dataset": {"type": MTEB_DATASETS.get(task, task),
+                                "dataset": {"type": datasets.get(task, task),
                                             "name": f"MTEB {task} ({s['hf_subset']})",
                                             "config": s["hf_subset"], "split": split,
                                             "revision": data["dataset_revision"]},
@@ -655,9 +658,9 @@ def _results_intro(facts: CardFacts) -> list[str]:
     else:
         head = (f"Headline results of `{facts.run}` (its start model was not evaluated on these evaluation sets, so "
                 "there is no Δ column)")
+    protocols = ", ".join(t.card for t in tasks().values() if t.card)  # each task's card line, in task order
     text = [head + peers + ", on the same evaluation sets, in points (×100) except error rates in %; polysent's "
-            "evaluation protocols (Tatoeba accuracy both directions, BUCC mining F1 with the LASER ratio margin, STS "
-            "Spearman, MewsC-16 clustering, xSIM error rate)."]
+            f"evaluation protocols ({protocols})."]
     ip = facts.interpolation
     if ip and not ip.get("evaluated"):
         text += ["", f"**These are not the exported weights' results.** The folder holds the interpolation at "

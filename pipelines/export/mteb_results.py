@@ -30,7 +30,10 @@ divided by 100 — thresholds, which are raw cosine values, are kept as they are
 
 Task names, splits, hf_subsets, their ``xxx-Scrp`` languages, revisions and main scores come from
 ``pipelines.export.mteb_tasks`` (generated from the installed mteb; a test compares it with mteb when mteb is
-installed), so this module needs neither mteb nor torch.
+installed), so this module needs neither mteb nor torch. Which of our rows are mteb's protocol and which mteb task,
+split and subset each fills is the evaluation task's own declaration (``pipelines/eval_tasks/<name>.py``: its
+``Mteb`` mapping, gathered by ``pipelines.eval_task_registry``); this module checks the result against mteb's
+metadata and writes it, and names no task.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Any
 
 import polars as pl
 
+from pipelines.eval_task_registry import MTEB_SPLITS, MtebTarget, task_of
 from pipelines.export.mteb_tasks import MTEB_VERSION, TASKS
 
 log = logging.getLogger("polysent.pipelines.export")
@@ -53,6 +57,7 @@ log = logging.getLogger("polysent.pipelines.export")
 COLUMNS = ("run", "model", "task", "variant", "subset", "languages", "metric", "value", "n")
 EXPORT_RECORD = "polysent_export.json"
 NO_REVISION = "no_revision_available"  # mteb's name for a model without a revision
+Target = MtebTarget  # where one of our rows goes in mteb's layout (task, split, hf_subset)
 
 # mteb's score keys per task type (``mteb/abstasks/*``): other metrics of a row (our std, counts) are not written
 _SCORE_KEYS: dict[str, Callable[[str], bool]] = {
@@ -65,20 +70,6 @@ _SCORE_KEYS: dict[str, Callable[[str], bool]] = {
         r"(similarity|cosine|manhattan|euclidean|dot)_(accuracy|f1|precision|recall|ap)(_threshold)?|"
         r"max_(accuracy|f1|precision|recall|ap)", m) is not None,
 }
-# our metric names that mteb spells differently
-_RENAME = {
-    ("sts", "senteval"): {"spearman": "cosine_spearman", "pearson": "cosine_pearson"},
-    ("pair_classification", "mteb"): {"accuracy": "cosine_accuracy", "f1": "cosine_f1", "ap": "cosine_ap",
-                                      "precision": "cosine_precision", "recall": "cosine_recall",
-                                      "accuracy_threshold": "cosine_accuracy_threshold",
-                                      "f1_threshold": "cosine_f1_threshold"},
-}
-# mteb's ``AbsTaskClassification`` defaults (SIB200Classification keeps them) and its seed
-MTEB_CLASSIFICATION = {"n_experiments": 10, "samples_per_label": 8, "train_split": "train", "seed": 42}
-_SPLIT_NAMES = {"dev": "validation", "valid": "validation"}  # our split names (file stems) → mteb's
-_STS_POOLED = {f"sts{y}": f"STS{y}" for y in range(12, 17)}
-
-
 class UnknownRunError(ValueError):
     """The run has no evaluation results; the message lists the runs that have some."""
 
@@ -86,15 +77,6 @@ class UnknownRunError(ValueError):
         self.run, self.known = run, list(known)
         super().__init__(f"unknown run {run!r}: no eval_results rows for it; known runs: "
                          f"{', '.join(self.known) if self.known else '(none: no evaluation results)'}")
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where one of our rows goes in mteb's layout."""
-
-    task: str
-    split: str
-    hf_subset: str
 
 
 @dataclass
@@ -127,117 +109,22 @@ class Export:
 
 
 # -- which mteb task, split and subset a row belongs to -----------------------------------------------------------
-def _tatoeba(task: str, variant: str, subset: str, languages: str, ctx: RunResults) -> Target | str:
-    return Target("Tatoeba", "test", languages)  # our mteb rows are xx→eng, named as mteb's subsets ("deu-eng")
-
-
-def _bucc(task: str, variant: str, subset: str, languages: str, ctx: RunResults) -> Target | str:
-    pair, _, split = subset.partition("/")
-    if split != "training":
-        return (f"mteb's BUCC 'test' split is the BUCC 2018 training data (mteb/BUCC); our '{split}' split has no "
-                "mteb counterpart")
-    return Target("BUCC", "test", pair)  # bucc_mteb's default v1 is mteb's BUCC (BUCC.v2 retrieves among gold only)
-
-
-def _sts(task: str, variant: str, subset: str, languages: str, ctx: RunResults) -> Target | str:
-    dataset, _, sub = subset.partition("/")
-    if dataset in _STS_POOLED:
-        if variant == "senteval" and sub == "all":
-            return Target(_STS_POOLED[dataset], "test", "default")
-        if variant == "senteval":
-            return f"mteb scores {_STS_POOLED[dataset]} as one pooled set: exported from senteval {dataset}/all"
-        return (f"per-subset score; mteb scores {_STS_POOLED[dataset]} as one pooled set (exported from senteval "
-                f"{dataset}/all)")
-    if variant != "mteb":
-        return f"not mteb's protocol (variant {variant})"
-    if dataset == "sts17":
-        return Target("STS17", "test", languages)
-    if dataset == "stsb":
-        return Target("STSBenchmark", sub, "default")
-    if dataset == "sick-r":
-        return Target("SICK-R", "test", "default") if sub == "test" else \
-            f"SICK '{sub}' set; mteb's SICK-R scores the test split"
-    if dataset == "stsb-multi-mt":
-        a, _, b = sub.partition("-")
-        if a != b:
-            return "cross-lingual stsb-multi-mt pair; mteb's STSBenchmarkMultilingualSTS is monolingual"
-        split = _stsb_multi_mt_split(ctx.sources)
-        if split is None:
-            return "the stsb-multi-mt split is unknown (no eval_sets manifest with an stsb_multi_mt source)"
-        return Target("STSBenchmarkMultilingualSTS", split, a)
-    return f"no mteb task for the STS dataset {dataset!r}"
-
-
-def _stsb_multi_mt_split(sources: Mapping[str, Any]) -> str | None:
-    entries = [s for s in sources.get("sts") or () if isinstance(s, Mapping)
-               and str(s.get("format", "")).replace("-", "_") == "stsb_multi_mt"]
-    splits = {str(s.get("split") or "test") for s in entries}  # the reader's default split is test
-    return splits.pop() if len(splits) == 1 else None
-
-
-def _clustering(task: str, variant: str, subset: str, languages: str, ctx: RunResults) -> Target | str:
-    dataset, _, lang = subset.partition("/")
-    if (dataset, lang) != ("mewsc16", "ja"):
-        return f"no mteb clustering task for {dataset}/{lang} (mteb has MewsC-16 only as MewsC16JaClustering)"
-    settings = ctx.settings.get("clustering")
-    if not isinstance(settings, Mapping):
-        return "the clustering settings are unknown (no evaluate manifest)"
-    if settings.get("mteb_document_sample"):
-        return ("scored on mteb's default 4 % document sample; MewsC16JaClustering embeds up to 992 documents "
-                "(mteb_document_sample: false)")
-    if settings.get("seed", 42) != 42:
-        return f"clustering seed {settings.get('seed')}; mteb's is 42"
-    return Target("MewsC16JaClustering", "test", "default")
-
-
-def _classification(task: str, variant: str, subset: str, languages: str, ctx: RunResults) -> Target | str:
-    dataset, _, lang = subset.partition("/")
-    if dataset != "sib200":
-        return f"no mteb classification task mapped for {dataset!r}"
-    settings = ctx.settings.get("classification")
-    if not isinstance(settings, Mapping):
-        return "the classification settings are unknown (no evaluate manifest)"
-    differ = {k: settings.get(k) for k, v in MTEB_CLASSIFICATION.items() if settings.get(k) != v}
-    if differ:
-        return f"classification settings {differ} differ from mteb's {MTEB_CLASSIFICATION}"
-    return Target("SIB200Classification", str(settings.get("test_split", "test")), lang)
-
-
-def _pair_classification(task: str, variant: str, subset: str, languages: str, ctx: RunResults) -> Target | str:
-    """``pawsx/{split}/{lang}`` (the suite's rows), ``pawsx/{lang}/{split}`` or ``pawsx/{lang}`` (split: the
-    evaluate settings' ``pair_classification.split``, else test). The ``mean`` over languages has no mteb subset."""
-    dataset, *parts = subset.split("/")
-    if dataset.replace("-", "").lower() != "pawsx":
-        return f"no mteb pair-classification task mapped for {dataset!r}"
-    splits = [p for p in parts if _SPLIT_NAMES.get(p, p) in ("test", "validation", "train")]
-    langs = [p for p in parts if p not in splits]
-    if len(langs) != 1 or len(splits) > 1:
-        return f"cannot tell the language and split in subset {subset!r}"
-    settings = ctx.settings.get("pair_classification")
-    default = settings.get("split", "test") if isinstance(settings, Mapping) else "test"
-    return Target("PawsXPairClassification", splits[0] if splits else str(default), langs[0])
-
-
-_RULES: dict[str, Callable[[str, str, str, str, RunResults], Target | str]] = {
-    "tatoeba": _tatoeba, "bucc": _bucc, "sts": _sts, "clustering": _clustering,
-    "classification": _classification, "pair_classification": _pair_classification,
-}
-_CANDIDATE_VARIANTS = {"mteb"}  # + senteval for STS12–16 (handled in _sts)
-
-
 def target(task: str, variant: str, subset: str, languages: str, n: int | None, ctx: RunResults) -> Target | str:
-    """The mteb task/split/subset of one of our (task, variant, subset) results, or why it has none."""
-    rule = _RULES.get(task)
-    if rule is None:
+    """The mteb task/split/subset of one of our (task, variant, subset) results, or why it has none: the task's mteb
+    mapping (``pipelines/eval_tasks/<task>.py``, ``Mteb``) places it, then it must be one of the mteb task's splits and
+    subsets and have as many items as mteb scores there."""
+    spec = task_of(task)
+    mapping = spec.mteb if spec is not None else None
+    if mapping is None:
         return f"mteb has no task with the {task} protocol"
-    if variant not in _CANDIDATE_VARIANTS and not (task == "sts" and variant == "senteval"):
+    if variant not in mapping.variants:
         return f"not mteb's protocol (variant {variant})"
-    got = rule(task, variant, subset, languages or "", ctx)
+    got = mapping.target(variant, subset, languages or "", ctx)
     if isinstance(got, str):
         return got
     meta = TASKS[got.task]
-    if got.split not in meta["eval_splits"] and _SPLIT_NAMES.get(got.split) in meta["eval_splits"]:
-        got = Target(got.task, _SPLIT_NAMES[got.split], got.hf_subset)  # our "dev" is mteb's "validation"
+    if got.split not in meta["eval_splits"] and MTEB_SPLITS.get(got.split) in meta["eval_splits"]:
+        got = Target(got.task, MTEB_SPLITS[got.split], got.hf_subset)  # our "dev" is mteb's "validation"
     if got.split not in meta["eval_splits"]:
         return f"split {got.split!r} is not one of {got.task}'s evaluation splits {meta['eval_splits']}"
     if got.hf_subset not in meta["languages"]:
@@ -247,6 +134,12 @@ def target(task: str, variant: str, subset: str, languages: str, n: int | None, 
         return (f"{n} items scored, mteb's {got.task} {got.split}/{got.hf_subset} has {expected}: not the same "
                 "data")
     return got
+
+
+def _rename(task: str, variant: str) -> Mapping[str, str]:
+    """Our metric names that mteb spells differently, for rows of ``task`` / ``variant``."""
+    spec = task_of(task)
+    return spec.mteb.rename.get(variant, {}) if spec is not None and spec.mteb is not None else {}
 
 
 # -- scores -------------------------------------------------------------------------------------------------------
@@ -275,7 +168,7 @@ def task_results(results: RunResults) -> tuple[dict[str, dict[str, Any]], dict[s
             skipped.setdefault(got, []).append(where)
             continue
         meta = TASKS[got.task]
-        rename = _RENAME.get((r["task"], r["variant"]), {})
+        rename = _rename(r["task"], r["variant"])
         keep = _SCORE_KEYS[meta["type"]]
         entry = scores.setdefault(got, {})
         for metric, value in zip(r["metric"], r["value"], strict=True):

@@ -17,15 +17,15 @@ from pipelines.report.build import write_report
 from pipelines.report.document import Figure, Section, Table, Text, safe_name
 from pipelines.report.results import (
     KEY,
-    LOWER_IS_BETTER,
-    RAW_METRICS,
     SCALES,
     check_unique,
     empty_results,
     format_value,
     headlines,
+    lower_is_better,
     normalise_results,
     ordered,
+    raw_metrics,
 )
 
 COMPARISON_SCHEMA: dict[str, pl.DataType] = {**{k: pl.Utf8() for k in KEY}, "value_a": pl.Float64(),
@@ -96,7 +96,7 @@ def _shown(comparison: pl.DataFrame, run_a: str, run_b: str) -> pl.DataFrame:
         run_b: [format_value(m, v) for m, v in zip(metric, comparison["value_b"], strict=True)],
         f"Δ ({run_b} − {run_a})": [format_value(m, v) for m, v in zip(metric, comparison["delta"], strict=True)],
     }
-    better = pl.when(pl.col("metric").is_in(LOWER_IS_BETTER)).then(pl.lit("lower")).otherwise(pl.lit("higher"))
+    better = pl.when(pl.col("metric").is_in(lower_is_better())).then(pl.lit("lower")).otherwise(pl.lit("higher"))
     return comparison.select(*KEY).with_columns(*(pl.Series(k, v, dtype=pl.Utf8) for k, v in cols.items()),
                                                 better.alias("better"))
 
@@ -117,7 +117,7 @@ def write_comparison(results: pl.DataFrame, run_a: str, run_b: str, out_dir: Pat
     sections = [Section("Headline numbers", [Text("Over the rows both runs have (a `mean` averages their common "
                                                   "subsets)."), Table(_shown(head, run_a, run_b))]),
                 Section("Largest differences", [Table(_shown(largest_differences(cmp), run_a, run_b))])]
-    points = cmp.filter(pl.col("delta").is_not_null() & ~pl.col("metric").is_in(RAW_METRICS))
+    points = cmp.filter(pl.col("delta").is_not_null() & ~pl.col("metric").is_in(raw_metrics()))
     if plots.available() and points.height:
         caption = f"{run_b} against {run_a}, one point per task, variant, subset and metric (points; xSIM error in %)"
         svg = plots.scatter_runs(points, x="value_a", y="value_b", hue="task", title=f"{run_b} vs {run_a}",

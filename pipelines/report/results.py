@@ -8,24 +8,33 @@ carry different runs. The protocols behind each ``task``/``variant`` are those o
 LASER ``source/xsim.py``) and §9 (mteb evaluators). Scales: points (×100) for accuracies, F1, correlations and
 V-measure, percent for xSIM error, raw for alignment, uniformity and thresholds.
 
-Headline numbers: Tatoeba, xSIM and alignment/uniformity show their aggregate rows (``xnli14``, ``xtreme36``, ``all``,
-or ``N languages``); where a run has none, the plain mean over its per-language rows is shown as subset ``mean``. The
-other tasks show every subset (BUCC per pair and threshold protocol, STS per dataset/track, clustering per language).
+What the report says of each task — its section title, its variants' labels and order, its headline metrics, its
+metric order and scales, its charts — is the task's declaration (``pipelines/eval_tasks/<name>.py``, a ``Report``;
+gathered by :func:`vocabulary`): this module names no task.
+
+Headline numbers: a task declaring ``headline_mean`` (Tatoeba, xSIM, alignment/uniformity) shows its aggregate rows
+(``xnli14``, ``xtreme36``, ``all``, or ``N languages``); where a run has none, the plain mean over its per-language
+rows is shown as subset ``mean``. The other tasks show every subset (BUCC per pair and threshold protocol, STS per
+dataset/track, clustering per language).
 
 A trained run that began from a pretrained model is set beside that start model's rows (evaluated by its own node
 in ``flows/stages``) with a Δ column (run − start, in the metric's scale) in the headline comparison and in every
-per-task table; ``evaluation.models`` peers stand beside it too. Per-language charts (Tatoeba, xSIM, clustering, STS)
-put the languages a run trained on before those it never saw, in labelled blocks, when training languages are known.
+per-task table; ``evaluation.models`` peers stand beside it too. Per-language charts (tasks declaring
+``per_language``: Tatoeba, xSIM, clustering, STS, pair classification) put the languages a run trained on before
+those it never saw, in labelled blocks, when training languages are known.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
+from pipelines.eval_task_registry import SHARED_VARIANTS, tasks
 from pipelines.report import plots
 from pipelines.report.document import Block, Figure, Section, Table, Text, safe_name
 from pipelines.report.training import subset_languages
@@ -38,53 +47,67 @@ KEY = ("task", "variant", "subset", "languages", "metric")  # one value per run 
 # the first evaluation node's table (models/evaluation/tatoeba.py before the evaluation suite): converted on read
 LEGACY_COLUMNS = ("train_run", "model_key", "task", "lang", "direction", "metric", "value", "n")
 
-TASKS = {
-    "tatoeba": "Tatoeba bitext retrieval",
-    "bucc": "BUCC 2018 bitext mining",
-    "sts": "Semantic textual similarity",
-    "clustering": "Clustering",
-    "classification": "Classification probes",
-    "xsim": "xSIM (margin retrieval error)",
-    "geometry": "Alignment and uniformity",
-    "langid": "Language-identification probe",
-    "pair_classification": "Pair classification (paraphrase detection)",
-}
-VARIANTS = {
-    "canonical": "the project's recommended protocol (methods §7; cosine, real denominators)",
-    "xtreme": "XTREME: en→xx retrieval only (methods §7.1)",
-    "mteb": "mteb evaluator reproduced offline (methods §9; mteb BUCC is top-1 retrieval, not mining)",
-    "oracle": "threshold tuned and scored on the same split (optimistic; what mSimCSE reports)",
-    "held_out": "threshold tuned on the sample split, applied to another split with gold (XTREME-like)",
-    "oracle_cosine": "mining with plain cosine instead of the ratio margin (as VMSST also reports), oracle threshold",
-    "ease": "EASE protocol (methods §4.5): KMeans on raw embeddings, Hungarian accuracy",
-    "senteval": "SentEval: STS12–16 `all` = correlation over the concatenated subsets",
-    "zero_shot": "zero-shot cross-lingual transfer: probe trained on English, tested on each language (methods §7.6)",
-    "msimcse": "mSimCSE Table 7: logistic-regression language-ID probe accuracy (lower = more language-agnostic)",
-    "wang_isola": "Wang & Isola (2020): alignment of translation pairs, uniformity of both sides (lower is better)",
-    "laser": "LASER xSIM: ratio margin, k = 4 (methods §7.8)",
-}
+@dataclass(frozen=True)
+class Vocabulary:
+    """What the report knows of the evaluation tasks, gathered from their declarations
+    (``pipelines.eval_task_registry``: ``Report``): section titles, variant labels and the variants' order (by
+    rank; unranked ones after, alphabetically), the metric order (each task's metrics in task order, a metric keeping
+    its first place), per task its headline preference, the tasks with every headline metric, the tasks whose
+    per-language rows are summarised by aggregates or their mean, what a subset is for the per-language charts, the
+    metrics shown raw and those where lower is better, and each task's own figure."""
+
+    titles: dict[str, str]
+    variants: dict[str, str]
+    variant_order: tuple[str, ...]
+    metric_order: tuple[str, ...]
+    headline: dict[str, tuple[str, ...]]
+    every_metric: frozenset[str]
+    mean: frozenset[str]
+    per_language: dict[str, str]
+    raw: frozenset[str]
+    lower: frozenset[str]
+    figures: dict[str, Callable[[pl.DataFrame], Any]]
+
+
+_VOCABULARY: list[tuple[tuple[int, ...], Vocabulary]] = []  # (ids of the tasks it was built from, it)
+
+
+def vocabulary() -> Vocabulary:
+    """The report's :class:`Vocabulary` of the registered tasks (built again when they change)."""
+    specs = tasks()
+    key = tuple(id(t) for t in specs.values())
+    if _VOCABULARY and _VOCABULARY[0][0] == key:
+        return _VOCABULARY[0][1]
+    reports = {name: t.report for name, t in specs.items()}
+    variants = {**SHARED_VARIANTS, **{v: var for r in reports.values() for v, var in r.variants.items()}}
+    vocab = Vocabulary(
+        titles={name: r.title for name, r in reports.items()},
+        variants={v: var.label for v, var in variants.items()},
+        variant_order=tuple(sorted((v for v, var in variants.items() if math.isfinite(var.rank)),
+                                   key=lambda v: (variants[v].rank, v))),
+        metric_order=tuple(dict.fromkeys(m for r in reports.values() for m in r.metrics)),
+        headline={name: r.headline for name, r in reports.items() if r.headline},
+        every_metric=frozenset(name for name, r in reports.items() if r.headline_every_metric),
+        mean=frozenset(name for name, r in reports.items() if r.headline_mean),
+        per_language={name: r.per_language for name, r in reports.items() if r.per_language},
+        raw=frozenset(m for r in reports.values() for m in r.raw_metrics),
+        lower=frozenset(m for r in reports.values() for m in r.lower_is_better),
+        figures={name: r.figure for name, r in reports.items() if r.figure is not None})
+    _VOCABULARY[:] = [(key, vocab)]
+    return vocab
+
+
+def raw_metrics() -> frozenset[str]:
+    """Metrics shown raw (4 decimals): thresholds, alignment, uniformity, …"""
+    return vocabulary().raw
+
+
+def lower_is_better() -> frozenset[str]:
+    """Metrics where lower is better: error rates, alignment, uniformity, …"""
+    return vocabulary().lower
+
+
 AGGREGATE_SUBSETS = ("xnli14", "xtreme36", "all", "mean", "wmean")
-HEADLINE_METRICS = {  # per task: the first of these present for a variant is its headline (geometry: all of them)
-    "tatoeba": ("accuracy_mean", "accuracy_en_xx", "accuracy_xx_en", "f1", "accuracy"),
-    "bucc": ("f1",),
-    "sts": ("spearman",),
-    "clustering": ("hungarian_accuracy", "v_measure", "accuracy"),
-    "classification": ("accuracy", "f1"),
-    "xsim": ("error_rate",),
-    "geometry": ("alignment", "uniformity"),
-    "langid": ("accuracy",),
-    "pair_classification": ("max_ap", "cosine_ap", "max_f1", "max_accuracy"),  # max_ap: mteb's PAWS-X main score
-}
-MEAN_TASKS = frozenset({"tatoeba", "xsim", "geometry"})
-EVERY_METRIC_TASKS = frozenset({"geometry"})
-PER_LANGUAGE_PLOTS = ("tatoeba", "xsim", "clustering", "sts", "pair_classification")
-METRICS_ORDER = ("accuracy_mean", "accuracy_xx_en", "accuracy_en_xx", "f1", "precision", "recall", "threshold",
-                 "spearman", "pearson", "hungarian_accuracy", "v_measure", "accuracy", "error_rate", "alignment",
-                 "uniformity", "max_ap", "cosine_ap", "max_f1", "cosine_f1", "max_accuracy", "cosine_accuracy",
-                 "max_precision", "cosine_precision", "max_recall", "cosine_recall", "cosine_f1_threshold",
-                 "cosine_accuracy_threshold")
-RAW_METRICS = frozenset({"alignment", "uniformity", "threshold", "cosine_f1_threshold", "cosine_accuracy_threshold"})
-LOWER_IS_BETTER = frozenset({"error_rate", "alignment", "uniformity"})
 SCALES = ("Values in points (×100) for accuracies, F1, precision, recall, average precision, correlations and "
           "V-measure; xSIM error rate in percent; alignment, uniformity and thresholds raw (lower alignment/uniformity "
           "is better).")
@@ -172,8 +195,9 @@ def ordered(df: pl.DataFrame) -> pl.DataFrame:
     """Rows in report order: task, variant, aggregates before languages, then metric (known orders first)."""
     keys: dict[str, pl.Expr] = {}
     by: list[str] = []
-    for col, order in (("task", tuple(TASKS)), ("variant", tuple(VARIANTS)), ("subset", AGGREGATE_SUBSETS),
-                       ("languages", ()), ("metric", METRICS_ORDER)):
+    vocab = vocabulary()
+    for col, order in (("task", tuple(vocab.titles)), ("variant", vocab.variant_order), ("subset", AGGREGATE_SUBSETS),
+                       ("languages", ()), ("metric", vocab.metric_order)):
         if col in df.columns:
             if order:
                 keys[f"_{col}"] = _rank(col, order)
@@ -193,7 +217,7 @@ def format_value(metric: str, value: float | None) -> str:
         return "–"
     if math.isnan(value):
         return "nan"
-    return f"{value:.4f}" if metric in RAW_METRICS else f"{value:.2f}"
+    return f"{value:.4f}" if metric in raw_metrics() else f"{value:.2f}"
 
 
 def format_delta(metric: str, value: float | None) -> str:
@@ -230,7 +254,7 @@ def runs_as_columns(long: pl.DataFrame, index: Sequence[str], runs: Sequence[str
 
 
 def variant_label(variant: str) -> str:
-    return VARIANTS.get(variant, "no description")
+    return vocabulary().variants.get(variant, "no description")
 
 
 # -- headline numbers -------------------------------------------------------------------------------------------
@@ -240,22 +264,24 @@ def is_aggregate() -> pl.Expr:
 
 
 def headline_metrics(results: pl.DataFrame) -> pl.DataFrame:
-    """(task, variant, metric) of each headline: per task and variant the first metric of ``HEADLINE_METRICS`` present
-    (every one for geometry; the alphabetically first for unknown tasks)."""
+    """(task, variant, metric) of each headline: per task and variant the first metric of its ``Report.headline``
+    present (every one for a task with ``headline_every_metric``; the alphabetically first for a task without a
+    headline)."""
     present = results.select("task", "variant", "metric").unique().sort("task", "variant", "metric")
+    vocab = vocabulary()
     rows = []
     for (task, variant), grp in present.group_by("task", "variant", maintain_order=True):
         have = set(grp["metric"])
-        prefs = HEADLINE_METRICS.get(task, tuple(sorted(have)))
+        prefs = vocab.headline.get(task, tuple(sorted(have)))
         chosen = [m for m in prefs if m in have]
-        rows += [(task, variant, m) for m in (chosen if task in EVERY_METRIC_TASKS else chosen[:1])]
+        rows += [(task, variant, m) for m in (chosen if task in vocab.every_metric else chosen[:1])]
     return pl.DataFrame(rows, schema={"task": pl.Utf8, "variant": pl.Utf8, "metric": pl.Utf8}, orient="row")
 
 
 def headlines(results: pl.DataFrame) -> pl.DataFrame:
     """Headline rows (same columns as ``eval_results``), in report order."""
     rows = results.join(headline_metrics(results), on=["task", "variant", "metric"], how="semi")
-    mean_task = pl.col("task").is_in(MEAN_TASKS)
+    mean_task = pl.col("task").is_in(vocabulary().mean)
     shown = rows.filter(~mean_task | is_aggregate())
     per_lang = rows.filter(mean_task & ~is_aggregate())
     covered = shown.filter(mean_task).select("run", "task", "variant", "metric").unique()
@@ -276,7 +302,7 @@ def _runs_table(results: pl.DataFrame, roles: Mapping[str, str]) -> pl.DataFrame
 
 
 def _variant_legend(df: pl.DataFrame) -> Text:
-    variants = in_order(df["variant"], tuple(VARIANTS))
+    variants = in_order(df["variant"], vocabulary().variant_order)
     return Text("Variants: " + "; ".join(f"`{v}` — {variant_label(v)}" for v in variants) + ".")
 
 
@@ -309,9 +335,8 @@ def _per_language_figure(task: str, variant: str, metric: str, rows: pl.DataFram
     data = rows.filter(~is_aggregate())
     if not data.height:
         return None
-    what = {"tatoeba": "language", "xsim": "language pair", "clustering": "language", "sts": "dataset/track",
-            "pair_classification": "language"}[task]
-    title = f"{TASKS[task]} — {variant} — {metric} per {what}"
+    vocab = vocabulary()
+    title = f"{vocab.titles.get(task, task)} — {variant} — {metric} per {vocab.per_language[task]}"
     caption = title
     blocks: list[tuple[str, int, int]] = []
     if any(r in trained for r in set(data["run"])):
@@ -322,26 +347,15 @@ def _per_language_figure(task: str, variant: str, metric: str, rows: pl.DataFram
         data = data.drop("_block")
     else:
         data = ordered(data)
-    if metric in LOWER_IS_BETTER:
+    if metric in lower_is_better():
         caption += " (lower is better)"
     svg = plots.grouped_bars(data, category="subset", group="run", value="value", title=title, label=metric,
                              blocks=blocks)
     return Figure(safe_name(f"{task}_{variant}_{metric}_per_subset"), svg, caption)
 
 
-def _geometry_figure(rows: pl.DataFrame) -> Figure | None:
-    data = (rows.filter(~is_aggregate() & pl.col("metric").is_in(["alignment", "uniformity"]))
-            .pivot(on="metric", on_columns=["alignment", "uniformity"], index=["run", "variant", "subset"],
-                   values="value")
-            .drop_nulls(["alignment", "uniformity"]).sort("run", "variant", "subset"))
-    if not data.height:
-        return None
-    title = "Alignment vs uniformity per run and language pair (lower is better on both axes)"
-    return Figure("geometry_alignment_uniformity", plots.alignment_uniformity(data), title)
-
-
 def _headline_figure(head: pl.DataFrame) -> Figure | None:
-    data = head.filter(~pl.col("metric").is_in(RAW_METRICS)).with_columns(
+    data = head.filter(~pl.col("metric").is_in(raw_metrics())).with_columns(
         label=pl.concat_str("task", "variant", "subset", "metric", separator=" · "))
     if data.select("run").n_unique() < 2 or not data.height:
         return None
@@ -421,21 +435,31 @@ def evaluation_sections(results: pl.DataFrame, with_plots: bool = True, *,
     if starts:
         sections.append(comparison_section(results, starts, peers))
     chosen = headline_metrics(results)
-    for task in in_order(results["task"], tuple(TASKS)):
-        rows = results.filter(pl.col("task") == task)
-        sec = Section(TASKS.get(task, task), level=3)
-        sec.blocks.append(Text(f"Task `{task}`; one table per variant, runs as columns."))
-        for variant in in_order(rows["variant"], tuple(VARIANTS)):
-            vrows = rows.filter(pl.col("variant") == variant)
-            blocks: list[Block] = [Text(f"**Variant `{variant}`** — {variant_label(variant)}."),
-                                   Table(runs_as_columns(vrows, ["subset", "languages", "metric"], runs, deltas))]
-            if with_plots and task in PER_LANGUAGE_PLOTS:
-                for metric in chosen.filter((pl.col("task") == task) & (pl.col("variant") == variant))["metric"]:
-                    fig = _per_language_figure(task, variant, metric, vrows.filter(pl.col("metric") == metric),
-                                               trained)
-                    blocks += [fig] if fig is not None else []
-            sec.blocks += blocks
-        if with_plots and task == "geometry" and (fig := _geometry_figure(rows)) is not None:
-            sec.blocks.append(fig)
-        sections.append(sec)
+    vocab = vocabulary()
+    for task in in_order(results["task"], tuple(vocab.titles)):
+        sections.append(_task_section(task, results.filter(pl.col("task") == task), chosen, runs, deltas, trained,
+                                      with_plots))
     return sections
+
+
+def _task_section(task: str, rows: pl.DataFrame, chosen: pl.DataFrame, runs: Sequence[str],
+                  deltas: Sequence[tuple[str, str]], trained: Mapping[str, frozenset[str]],
+                  with_plots: bool) -> Section:
+    """One task's sub-section: a table per variant, runs as columns (per-subset charts of its headline metrics for a
+    task with ``per_language``), then the task's own figure."""
+    vocab = vocabulary()
+    sec = Section(vocab.titles.get(task, task), level=3)
+    sec.blocks.append(Text(f"Task `{task}`; one table per variant, runs as columns."))
+    for variant in in_order(rows["variant"], vocab.variant_order):
+        vrows = rows.filter(pl.col("variant") == variant)
+        blocks: list[Block] = [Text(f"**Variant `{variant}`** — {variant_label(variant)}."),
+                               Table(runs_as_columns(vrows, ["subset", "languages", "metric"], runs, deltas))]
+        if with_plots and task in vocab.per_language:
+            for metric in chosen.filter((pl.col("task") == task) & (pl.col("variant") == variant))["metric"]:
+                fig = _per_language_figure(task, variant, metric, vrows.filter(pl.col("metric") == metric), trained)
+                blocks += [fig] if fig is not None else []
+        sec.blocks += blocks
+    figure = vocab.figures.get(task)
+    if with_plots and figure is not None and (fig := figure(rows)) is not None:
+        sec.blocks.append(fig)
+    return sec
