@@ -189,7 +189,7 @@ def _compared(c: ComparisonSpec, rows: Sequence[dict[str, Any]]) -> Compared:
 
     raw = [verdicts.paired(side(c.a, f), side(c.b, f), f) for f in c.figures]
     diffs = verdicts.judged(raw, c.rule, c.margin)
-    verdict = verdicts.claim_verdict(raw, c.rule, c.margin)
+    verdict = verdicts.verdict_of(diffs, c.rule)
     mech = {x: verdicts.mechanism_state(rows, x, c.scale, seeds) for x in (c.a, c.b)}
     if "inactive" in mech.values():  # no result, and no further seed of the same rows makes one
         verdict = verdicts.MECHANISM_INACTIVE

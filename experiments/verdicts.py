@@ -167,7 +167,11 @@ def judged(diffs: Sequence[Difference], rule: str = "beats", margin: float = 0.5
 def claim_verdict(diffs: Sequence[Difference], rule: str = "beats", margin: float = 0.5) -> str:
     """The **Claim** (or **At least**) rule over one comparison's figures, the first being the primary figure;
     ``diffs`` from ``paired`` (re-tested here at the claim's levels)."""
-    ds = judged(diffs, rule, margin)
+    return verdict_of(judged(diffs, rule, margin), rule)
+
+
+def verdict_of(ds: Sequence[Difference], rule: str = "beats") -> str:
+    """The verdict over figures already tested at the claim's levels (``judged``)."""
     if not ds or any(d.outcome == "pending" for d in ds):
         return "pending"
     if rule == "at_least":
