@@ -9,6 +9,7 @@ machine (``concurrent_jobs`` > 1) count their wall time divided by the jobs.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -85,18 +86,21 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
     return score + (statistics.median(per_step) * steps if per_step else 0.0)
 
 
-def plan(q: Question, rows: list[dict[str, Any]] | None = None) -> list[PlannedRow]:
+def plan(q: Question, rows: list[dict[str, Any]] | None = None, *, against_kit: bool = True) -> list[PlannedRow]:
     """Every planned row of ``q`` with its state and estimates (the start's scores first when the question has
-    them)."""
+    them). ``against_kit``: a row is also stale when the prepared kit's tables differ from those it read (``status``
+    and ``run``); the committed pages pass False, so they are a view of the ledger alone and read the same on a
+    machine with or without a prepared kit (CI has none)."""
     from experiments import kits
     from experiments.row_hash import start_hash, trained_hash
     from experiments.shared_training import training_key
 
     rows = read_rows(q.results) if rows is None else rows
-    try:  # the prepared kit's corpus hashes; without the kit, each row's own (its corpus is taken as unchanged)
-        current: dict[str, str] | None = kits.load_manifest(q.kit)["hashes"]["train"]
-    except FileNotFoundError:
-        current = None
+    current: dict[str, str] | None = None
+    if against_kit:
+        # the prepared kit's corpus hashes; without the kit, each row's own (its corpus is taken as unchanged)
+        with contextlib.suppress(FileNotFoundError):
+            current = kits.load_manifest(q.kit)["hashes"]["train"]
     done = {row_key(r): r for r in rows}
     out = []
     if q.score_start:
