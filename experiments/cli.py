@@ -151,8 +151,16 @@ def cmd_mechanism(a: argparse.Namespace) -> int:
 def cmd_prepare(a: argparse.Namespace) -> int:
     from experiments.kits import pack_start_model, prepare
 
-    m = prepare(a.kit, a.data)
-    print(f"kit {a.kit}: built in {m['build_seconds']:.0f} s; stats {m['stats']}")
+    if a.add_topic_sets:
+        from experiments.topic_sets import add_topic_sets
+
+        if a.kit != "me5_replication":
+            raise SystemExit("--add-topic-sets: only kit me5_replication has topic sets")
+        m = add_topic_sets(a.data)
+        print(f"kit {a.kit}: topic sets version {m['topic_sets']} added; stats {m['stats']['topic_sets']}")
+    else:
+        m = prepare(a.kit, a.data)
+        print(f"kit {a.kit}: built in {m['build_seconds']:.0f} s; stats {m['stats']}")
     if a.pack_start:
         print(f"packed start: {pack_start_model(a.kit)}")
     return 0
@@ -222,6 +230,8 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     pr.add_argument("kit", choices=("me5_replication", "random_init_bitext"))
     pr.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (POLYSENT_SHARED_DATA)")
     pr.add_argument("--pack-start", action="store_true", help="also pack multilingual-e5-small for a GPU machine")
+    pr.add_argument("--add-topic-sets", action="store_true",
+                    help="add MewsC-16's topic sets to the prepared kit in place (experiments/topic_sets.py)")
     pr.set_defaults(fn=cmd_prepare)
     ps = sub.add_parser("pack-start", help="pack multilingual-e5-small for a GPU machine (when the kit changed)")
     ps.add_argument("kit", choices=("me5_replication",))

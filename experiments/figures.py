@@ -12,7 +12,10 @@ for every figure except ``xsim_error`` (``lower_is_better()``).
 | ``sts17``, ``sts17_mono``, ``sts17_cross`` | STS17 Spearman × 100: every track / tracks of one language / of two |
 | ``stsb_mono``, ``stsb_cross`` | STS-B multi-mt Spearman × 100, monolingual / cross-lingual subsets |
 | ``xsim_error`` | xSIM error rate % (ratio margin, x → en), mean over languages |
-| ``mewsc_accuracy`` | MewsC-16 k-means + Hungarian accuracy (EASE's protocol), mean over languages |
+| ``mewsc_accuracy`` | MewsC-16 k-means + Hungarian accuracy (EASE's protocol), mean over languages (decision: |
+| | on the topic sets' decision texts, ``experiments.topic_sets``) |
+| ``topic_accuracy`` | topic probe on MewsC-16 texts outside the report's clustering: one logistic regression a |
+| | language, accuracy in points, mean over languages (``experiments.topic_sets``) |
 | ``train.<column>`` | a ``train_steps`` column read at the run's last probed update (``experiments.runner``) |
 | ``entity_retrieval_acc`` | EASE's witness: sentence → entity top-1 % on the kit's held-out pairs, trained head |
 | ``entity_retrieval_start`` | the same at the run's start: start encoder, the head as initialised (same W₀) |

@@ -167,6 +167,33 @@ def prepare(kit: str, data: Path = SHARED, root: Path | None = None, **options: 
     return manifest
 
 
+def add_tables(kit: str, tables: dict[str, dict[str, Path]], stats: dict[str, Any], root: Path | None = None,
+               **manifest_fields: Any) -> dict[str, Any]:
+    """Add ``tables`` (``which`` → name → a file or folder already written inside the prepared kit's folder) to the
+    kit's manifest in place, with their hashes, ``stats`` under ``stats`` and ``manifest_fields`` at the top level;
+    the manifest is replaced atomically (a temporary name, then a rename). A table already in the manifest is an
+    error: a table's bytes never change under a row that read them. Tables rows do not read leave their hashes as
+    they were, so no row goes stale; a packed start (``packed.json``) names the old manifest and must be repacked."""
+    base = kit_dir(kit, root)
+    manifest = load_manifest(kit, root)
+    for which, named in tables.items():
+        for name, path in named.items():
+            if name in manifest["tables"].get(which, {}):
+                raise ValueError(f"{base / 'manifest.json'}: tables.{which}.{name} is already in kit {kit!r}; "
+                                 f"prepare the kit again to rebuild it")
+            if not path.resolve().is_relative_to(base.resolve()):
+                raise ValueError(f"{path}: not inside the kit's folder {base}")
+            manifest["tables"].setdefault(which, {})[name] = str(path.relative_to(base))
+            manifest["hashes"].setdefault(which, {}).update(table_hashes({name: path}))
+    manifest.setdefault("stats", {}).update(stats)
+    manifest.update(manifest_fields)
+    tmp = base / ".manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, base / "manifest.json")
+    log.info("kit %s: added %s", kit, ", ".join(f"{w}.{n}" for w, named in tables.items() for n in named))
+    return manifest
+
+
 def _rel(paths: dict[str, Path], base: Path) -> dict[str, str]:
     return {k: str(Path(v).relative_to(base)) for k, v in paths.items()}
 
@@ -334,6 +361,12 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
                 pc.greater_equal(t.column("idx"), DECISION_TATOEBA[0]), pc.less(t.column("idx"), DECISION_TATOEBA[1]))),
             "decision_sts": _filter_rows(decision_t["eval_sts"], lambda t: stsb_decision_mask(t.column("idx")))}
     clustering = cap_clustering(report_t["eval_clustering"], clustering_per_language)
+    from experiments import topic_sets
+
+    topic_files = topic_sets.files(work / "topic")
+    topic = topic_sets.write_topic_sets(data / "mewsc16", report_t["eval_clustering"], topic_files)
+    for which, named in topic_sets.tables(topic_files).items():
+        {"report": report_t, "decision": decision_t, "full": full_t}[which].update(named)
     train = {"xnli_groups": dirs["xnli"] / xnli.tables["xnli_groups"],
              "xnli_single_pairs": dirs["xnli"] / xnli.tables["xnli_single_pairs"],
              "nli_triples": dirs["nli"] / nli.tables["nli_triples"],
@@ -352,10 +385,10 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
     shutil.rmtree(work / "ease-build")
     stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "rows": rows, "clustering": clustering,
              "tatoeba_report_pairs": tatoeba_report_pairs, "decision_tatoeba": DECISION_TATOEBA,
-             "decision_stsb_every": DECISION_STSB_EVERY, "ease_held_out": ease_held_out}
+             "decision_stsb_every": DECISION_STSB_EVERY, "ease_held_out": ease_held_out, "topic_sets": topic}
     return {"tables": {"train": _rel(train, work), "report": _rel(report_t, work), "decision": _rel(decision_t, work),
                        "full": _rel(full_t, work)},
-            "stats": stats}
+            "stats": stats, "topic_sets": topic_sets.TOPIC_SETS}
 
 
 def _random_init_bitext(data: Path, work: Path, quota: int = 4000, vocab: int = 4000) -> dict[str, Any]:

@@ -26,9 +26,17 @@ def training_view(q: Question, condition: ConditionSpec, seed: int, scale: int,
 
 
 def scoring_sets(q: Question, decision: tuple[str, ...] | list[str], final: bool) -> dict[str, int]:
-    """The version of the kit's decision and full sets a row is scored on (``kits.SCORING_SETS``); empty for a row
-    scored on neither, whose hash this leaves as it was."""
-    return {"scoring_sets": kits.SCORING_SETS[q.kit]} if decision or final else {}
+    """The version of the kit's decision and full sets a row is scored on (``kits.SCORING_SETS``) and of the topic
+    sets (``experiments.topic_sets``) when it reads them; empty for a row scored on none, whose hash this leaves as it
+    was."""
+    from experiments.topic_sets import TOPIC_SETS, uses_topic_sets
+
+    out = {"scoring_sets": kits.SCORING_SETS[q.kit]} if decision or final else {}
+    figures = [*q.evaluation.report, *(f"decision.{f}" for f in decision),
+               *((f"final.{f}" for f in q.evaluation.final) if final else ())]
+    if uses_topic_sets(figures):
+        out["topic_sets"] = TOPIC_SETS
+    return out
 
 
 def trained_hash(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str]) -> str:

@@ -3,12 +3,20 @@
 Set ``sources.eval.classification``: a list of ``{format: mtop|mldoc|sib200, path: …}`` (reader:
 ``pipelines.eval_sets.classification``; mteb's hub copies of MTOP and SIB-200 feed the same table) →
 ``eval_classification`` (``dataset``, ``lang``, ``split``, ``idx``, ``text``, ``label``). Rows: ``mteb`` (in-language
-probe) and ``zero_shot`` (probe trained on the source language) per dataset and language; mteb export: SIB-200 as
-``SIB200Classification``, when scored with mteb's classification settings (:data:`MTEB_CLASSIFICATION`).
+probe) and ``zero_shot`` (probe trained on the source language; languages whose labels share none with the source's
+are skipped) per dataset and language; mteb export: SIB-200 as ``SIB200Classification``, when scored with mteb's
+classification settings (:data:`MTEB_CLASSIFICATION`).
+
+Figure: ``topic_accuracy`` — the in-language probe's accuracy (points), mean over the datasets and languages of the
+scored ``eval_classification``. The experiments' kit fills it with MewsC-16's topic sets (news sentences and their
+category, ``experiments.kits.topic_sets``), so it reads "does a linear probe still find the topic", and scores it
+with :data:`TOPIC_PROBE`: one logistic regression on the whole training split of each language (mteb's 8 rows a
+label × 10 fits is a few-shot reading whose spread would drown a sub-point difference).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +28,7 @@ from pipelines.eval_sets import classification as reader
 from pipelines.eval_task_registry import (
     EvalSet,
     EvalTask,
+    Figures,
     Mteb,
     MtebTarget,
     Report,
@@ -31,6 +40,8 @@ from pipelines.eval_task_registry import (
 
 # mteb's ``AbsTaskClassification`` defaults (SIB200Classification keeps them) and its seed
 MTEB_CLASSIFICATION = {"n_experiments": 10, "samples_per_label": 8, "train_split": "train", "seed": 42}
+# the experiments' topic probe (``topic_accuracy``): one fit on each language's whole training split
+TOPIC_PROBE = {"n_experiments": 1, "samples_per_label": None}
 
 
 def _files(entries: Sequence[Any]) -> dict[str, Path]:
@@ -56,6 +67,11 @@ def _mteb(variant: str, subset: str, languages: str, run: Any) -> MtebTarget | s
     return MtebTarget("SIB200Classification", str(settings.get("test_split", "test")), lang)
 
 
+def _figures(rows: Sequence[Mapping[str, Any]], trained: Sequence[str]) -> dict[str, float]:
+    acc = [r["value"] for r in rows if (r["task"], r["variant"], r["metric"]) == ("classification", "mteb", "accuracy")]
+    return {"topic_accuracy": statistics.fmean(acc)} if acc else {}
+
+
 TASK = register_task(EvalTask(
     name="classification", order=50,
     set=EvalSet(
@@ -67,4 +83,6 @@ TASK = register_task(EvalTask(
         variants={"zero_shot": Variant("zero-shot cross-lingual transfer: probe trained on English, tested on each "
                                        "language (methods §7.6)", 8)},
         metrics=("accuracy", "f1"), headline=("accuracy", "f1")),
-    mteb=Mteb(_mteb, datasets={"SIB200Classification": "mteb/sib200"})))
+    mteb=Mteb(_mteb, datasets={"SIB200Classification": "mteb/sib200"}),
+    figures=Figures(names=("topic_accuracy",), tables={"topic": (reader.TABLE,)}, compute=_figures,
+                    settings=lambda families: TOPIC_PROBE)))

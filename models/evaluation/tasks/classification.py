@@ -87,6 +87,16 @@ class Classification(Task):
             log.info("classification %s: no %s/%s split, zero-shot transfer skipped", dataset, s.source_language,
                      s.train_split)
             return
+        # a probe cannot transfer to a language whose labels it never saw (MewsC-16's categories are each
+        # language's own names): such languages are skipped, not scored at 0
+        known = set(source[1])
+        foreign = sorted(lang for lang, (_, labels) in tests.items() if not known & set(labels))
+        if foreign:
+            log.info("classification %s: %s share no label with %s/%s, zero-shot transfer skipped for them",
+                     dataset, ", ".join(foreign), s.source_language, s.train_split)
+        tests = {lang: t for lang, t in tests.items() if lang not in foreign}
+        if not tests:
+            return
         for lang, res in sorted(zero_shot_transfer(*source, tests, **kw).items()):
             out.add("classification", "zero_shot", f"{dataset}/{lang}", f"{s.source_language}-{lang}", metrics(res),
                     len(tests[lang][1]))
