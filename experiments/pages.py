@@ -277,11 +277,17 @@ def _verdicts(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
 def _decision_lines(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
     d = q.decision
     assert d is not None
-    default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep, d.tolerance)
+    default, why, scores = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep, d.tolerance,
+                                           d.keep_against)
     shown = [*d.figures, *(f for f in d.keep if f not in d.figures)]
-    keep = (f" A candidate whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the start's by more than "
-            f"{d.tolerance:g} points is out; when the incumbent is out, the best remaining candidate is the default "
-            "without the test." if d.keep else "")
+    reference = "start" if d.keep_against == "start" else d.incumbent
+    if d.keep_against == "start":
+        keep = (f" A candidate whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the start's by more "
+                f"than {d.tolerance:g} points is out; when the incumbent is out, the best remaining candidate is the "
+                "default without the test." if d.keep else "")
+    else:
+        keep = (f" A candidate whose mean on {', '.join(f'`{x}`' for x in d.keep)} is below the incumbent's (same "
+                f"seeds) by more than {d.tolerance:g} points is out." if d.keep else "")
     out = [f"## Decision: `{d.setting}` (×{d.scale})", "",
            f"Rule (`experiments/verdicts.py`): each run's decision score is the mean of "
            f"{', '.join(f'`{x}`' for x in d.figures)} (sign-adjusted); the best candidate replaces the incumbent "
@@ -291,12 +297,14 @@ def _decision_lines(q: Question, rows: Sequence[dict[str, Any]]) -> list[str]:
            "Each figure as its mean over the seeds done minus the start's (↓: lower is better), so what a "
            "candidate gains and what it gives up read side by side:", "",
            "| condition | seeds | decision score |" + "".join(f" {_label(f)} − start |" for f in shown)
-           + (" keeps the start's quality |" if d.keep else ""),
+           + ((" keeps the start's quality |" if reference == "start" else " keeps the incumbent's |")
+              if d.keep else ""),
            "|---|---|---|" + "---|" * (len(shown) + (1 if d.keep else 0))]
     for c, sc in scores.items():
         deltas = {f: verdicts.kept(rows, c, f, d.tolerance, d.scale) for f in shown}
-        out_why = verdicts.falls_behind_start(rows, c, d.keep, d.tolerance, d.scale)
-        pending = any(deltas[f].outcome == "pending" for f in d.keep)
+        out_why = verdicts.falls_behind_start(rows, c, d.keep, d.tolerance, d.scale, reference)
+        pending = c != reference and any(verdicts.kept(rows, c, f, d.tolerance, d.scale, reference).outcome
+                                         == "pending" for f in d.keep)
         outcome = "pending" if pending else "no (out)" if out_why else "yes"
         out.append(f"| {c} | {len(sc)} | {_ms(list(sc.values()))} |"
                    + "".join(f" {_num(deltas[f].delta, '+.2f')} |" for f in shown)
@@ -343,7 +351,7 @@ def headline(items: Sequence[tuple[Question, Sequence[dict[str, Any]], Sequence[
         if q.decision:
             d = q.decision
             default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep,
-                                              d.tolerance)
+                                              d.tolerance, d.keep_against)
             verdict = "pending" if why.startswith("pending") else f"`{default}`"
             lines.append(f"| {link} | default of {d.setting} (×{d.scale}) | {verdict} | "
                          f"{_trained(q, d.incumbent, d.scale)} (incumbent) | {done} / {len(planned)} |")

@@ -11,7 +11,9 @@ validated by the same code that trains it. What a question holds:
   shares (``models.settings.EncoderSettings`` / the optimiser fields of ``TrainSettings``);
 - ``scales``: each scale's steps, batch multiplier, precision and where its rows run (``cpu``: ``experiment run``
   here; ``gpu``: the GPU drain), with a cost estimate per run until the ledger has measured rows;
-- ``conditions``: name, objectives, the seeds and scales it runs at;
+- ``conditions``: name, objectives, the seeds and scales it runs at, and optionally ``corpora``: which kit table
+  feeds an objective's table (``bitext_pairs: bitext_pairs_all``, the kit's all-language corpora), which the rows'
+  hashes then name;
 - ``evaluation``: the figures (``experiments.figures``) on the ``report`` sets, and on the ``decision`` sets when a
   rule selects among conditions;
 - ``comparisons`` (claims: A beats B, or A is at least B, on these figures), ``keeps`` (claims: a condition stays
@@ -27,7 +29,7 @@ from typing import Annotated, Literal
 
 from experiments.figures import on_report_sets
 from experiments.paths import EXPERIMENTS
-from models.objective_registry import Objective
+from models.objective_registry import Objective, objective_tables
 from models.settings import EncoderSettings, FreezeSettings, Range, TrainSettings
 from models.settings_io import load_yaml, read_section
 
@@ -82,6 +84,33 @@ class ConditionSpec:
     packed_forward: bool = True
     # what shows this condition's mechanism acted (issue 51); None: a baseline without the mechanism
     mechanism: MechanismSpec | None = None
+    # which kit table feeds an objective's table ({bitext_pairs: bitext_pairs_all, xnli_groups: xnli_groups_all}:
+    # the kit's all-language corpora, ``experiments.kits``); None: each table its namesake. Left out of the
+    # condition's hash (a dict has none; equal conditions still hash alike)
+    corpora: dict[str, str] | None = field(default=None, hash=False)
+
+    def objective_table_names(self) -> tuple[str, ...]:
+        """The corpus tables the condition's objectives read, by their own names, sorted (``TrainSettings.tables``)."""
+        return tuple(sorted({t for o in self.objectives for t in objective_tables(o)}))
+
+    def kit_table(self, table: str) -> str:
+        """The kit table that feeds the objectives' ``table``: ``corpora``'s mapping, else the table itself."""
+        return (self.corpora or {}).get(table, table)
+
+    def kit_tables(self) -> tuple[str, ...]:
+        """The kit tables the condition reads after ``corpora``'s mapping, sorted: what its rows' hashes cover."""
+        return tuple(sorted({self.kit_table(t) for t in self.objective_table_names()}))
+
+    def corpus_paths(self, tables: dict[str, Path]) -> dict[str, Path]:
+        """The kit's training tables (``experiments.kits.tables(kit, "train")``) as the objectives read them: each
+        objective table given the path of the kit table that feeds it. A kit without that table is an error saying
+        how to add it."""
+        absent = sorted(k for k in (self.corpora or {}).values() if k not in tables)
+        if absent:
+            raise FileNotFoundError(f"condition {self.name!r}: its corpora name {', '.join(absent)}, which the "
+                                    "prepared kit does not hold; the all-language tables are added by `python -m "
+                                    "experiments prepare me5_replication --all-languages`")
+        return {**tables, **{t: tables[k] for t, k in (self.corpora or {}).items()}}
 
 
 @dataclass(frozen=True)
@@ -157,6 +186,9 @@ class DecisionSpec:
     scale: AtLeastOne = 1
     keep: tuple[str, ...] = ()  # figures on which a candidate may not fall behind the start by more than tolerance
     tolerance: Annotated[float, Range(ge=0)] = 0.5
+    # whose ``keep`` figures a candidate may not fall below: the start's (a search from a pretrained start) or the
+    # incumbent's at the same seeds (a setting decided from a random init, whose start is no quality to keep)
+    keep_against: Literal["start", "incumbent"] = "start"
 
 
 @dataclass(frozen=True)
@@ -268,6 +300,8 @@ def _check_references(q: Question, path: Path) -> None:
         refs += [("decision.incumbent", q.decision.incumbent)]
         refs += [(f"decision.candidates[{i}]", x) for i, x in enumerate(q.decision.candidates)]
     problems += [f"{where}: no condition {n!r}" for where, n in refs if n not in names]
+    for c in q.conditions:
+        problems += _corpora_problems(q, c)
     only = {c.name for c in q.conditions if c.decision_only}
     if only and not q.evaluation.decision:
         problems.append(f"conditions.{sorted(only)[0]}.decision_only: the question has no evaluation.decision sets")
@@ -288,6 +322,36 @@ def _check_references(q: Question, path: Path) -> None:
                 problems.append(f"keeps[{i}].figures: {c.name!r} is decision_only, so it has no report figure {f!r}")
     if problems:
         raise ValueError("\n".join(f"{path}: {p}" for p in problems))
+
+
+def _corpora_problems(q: Question, c: ConditionSpec) -> list[str]:
+    """What is wrong with condition ``c``'s ``corpora``: a key no objective of it reads, a value the kit cannot hold
+    (``experiments.kits.TRAIN_TABLES``) or that holds other rows than the key's table (a table or one of its
+    variants: ``bitext_pairs`` → ``bitext_pairs_all``), and tables read together — XNLI's single pairs name their
+    texts by group — fed from different variants. Checked on load, whether the kit is prepared here or not."""
+    from experiments.kits import TRAIN_TABLES
+
+    if not c.corpora:
+        return []
+    out, reads, known = [], c.objective_table_names(), TRAIN_TABLES[q.kit]
+    for table, kit_table in sorted(c.corpora.items()):
+        where = f"conditions.{c.name}.corpora.{table}"
+        if table not in reads:
+            out.append(f"{where}: no objective of the condition reads table {table!r}; its objectives read "
+                       f"{', '.join(reads) or 'no table'}")
+        elif kit_table not in known:
+            out.append(f"{where}: kit {q.kit} has no training table {kit_table!r}; expected one of "
+                       f"{', '.join(known)}")
+        elif kit_table != table and not kit_table.startswith(f"{table}_"):
+            out.append(f"{where}: {kit_table!r} holds other rows than {table!r}; expected {table!r} or one of its "
+                       f"variants ({', '.join(k for k in known if k.startswith(f'{table}_')) or 'none'})")
+    if {"xnli_groups", "xnli_single_pairs"} <= set(reads):
+        variant = {t: c.kit_table(t).removeprefix(t) for t in ("xnli_groups", "xnli_single_pairs")}
+        if len(set(variant.values())) > 1:
+            out.append(f"conditions.{c.name}.corpora: xnli_groups is fed from {c.kit_table('xnli_groups')!r} but "
+                       f"xnli_single_pairs from {c.kit_table('xnli_single_pairs')!r}; the single pairs name their "
+                       "texts by group, so both come from the same variant")
+    return out
 
 
 def questions() -> list[str]:

@@ -193,16 +193,20 @@ def decision_scores(rows: Sequence[dict[str, Any]], condition: str, figures: Seq
 
 
 def falls_behind_start(rows: Sequence[dict[str, Any]], condition: str, keep: Sequence[str], tolerance: float,
-                       scale: int) -> str | None:
-    """Why ``condition`` is out of a decision with ``keep`` figures: the first figure whose mean is below the start's
-    by more than ``tolerance``; ``None`` when none is (or a figure is not measured yet)."""
+                       scale: int, reference: str = "start") -> str | None:
+    """Why ``condition`` is out of a decision with ``keep`` figures: the first figure whose mean is below the
+    ``reference``'s (``start``, or the incumbent condition's name) by more than ``tolerance``; ``None`` when none is
+    (or a figure is not measured yet)."""
+    if condition == reference:
+        return None
     for f in keep:
-        k = kept(rows, condition, f, tolerance, scale)
+        k = kept(rows, condition, f, tolerance, scale, reference)
         if k.outcome == "pending" or k.delta is None:
             continue
         x = k.delta if higher_is_better(f) else -k.delta
         if x < -tolerance:
-            return f"{condition}: {f} {k.mean:.2f} against the start's {k.start:.2f} (tolerance {tolerance:g})"
+            whose = "the start's" if reference == "start" else f"{reference}'s"
+            return f"{condition}: {f} {k.mean:.2f} against {whose} {k.start:.2f} (tolerance {tolerance:g})"
     return None
 
 
@@ -211,21 +215,31 @@ class Kept:
     figure: str
     n: int
     mean: float | None
-    start: float | None
+    start: float | None  # the reference's mean: the start's score, or the incumbent's mean over the same seeds
     delta: float | None  # mean − start in the figure's own direction (not sign-adjusted)
     outcome: str  # kept | lost | unclear | pending
     bound: float | None = None  # the half-width of the mean's 95 % confidence interval
 
 
-def kept(rows: Sequence[dict[str, Any]], condition: str, figure: str, tolerance: float, scale: int) -> Kept:
-    """``condition``'s mean on ``figure`` against the start's, by the **Keep** rule."""
-    start = values(rows, "start", figure, 0).get(0)
+def kept(rows: Sequence[dict[str, Any]], condition: str, figure: str, tolerance: float, scale: int,
+         reference: str = "start") -> Kept:
+    """``condition``'s mean on ``figure`` against the ``reference``'s by the **Keep** rule: the start's row
+    (``start``, scored once), or another condition's runs at the same seeds (``reference`` its name: the differences
+    are paired by seed, so the interval is the paired one)."""
     mine = values(rows, condition, figure, scale)
+    if reference == "start":
+        start = values(rows, "start", figure, 0).get(0)
+        diffs = {} if start is None else {s: v - start for s, v in mine.items()}
+    else:
+        ref = values(rows, reference, figure, scale)
+        mine = {s: v for s, v in mine.items() if s in ref}
+        start = statistics.fmean(ref[s] for s in mine) if mine else None
+        diffs = {s: v - ref[s] for s, v in mine.items()}
     mean = statistics.fmean(mine.values()) if mine else None
     delta = None if mean is None or start is None else mean - start
     if delta is None or len(mine) < MIN_SEEDS:
         return Kept(figure, len(mine), mean, start, delta, "pending")
-    half = t_quantile(1 - ALPHA / 2, len(mine) - 1) * statistics.stdev(mine.values()) / math.sqrt(len(mine))
+    half = t_quantile(1 - ALPHA / 2, len(mine) - 1) * statistics.stdev(diffs.values()) / math.sqrt(len(mine))
     x = delta if higher_is_better(figure) else -delta
     outcome = "kept" if x - half > -tolerance else "lost" if x + half < -tolerance else "unclear"
     return Kept(figure, len(mine), mean, start, delta, outcome, half)
@@ -240,17 +254,20 @@ def keep_verdict(kepts: Sequence[Kept]) -> str:
 
 
 def decide(rows: Sequence[dict[str, Any]], incumbent: str, candidates: Sequence[str], figures: Sequence[str],
-           scale: int, keep: Sequence[str] = (),
-           tolerance: float = 0.5) -> tuple[str, str, dict[str, dict[int, float]]]:
-    """(default, why, scores per condition) by the **Decision** rule."""
+           scale: int, keep: Sequence[str] = (), tolerance: float = 0.5,
+           keep_against: str = "start") -> tuple[str, str, dict[str, dict[int, float]]]:
+    """(default, why, scores per condition) by the **Decision** rule; ``keep_against``: whose ``keep`` figures a
+    candidate may not fall below by more than ``tolerance`` — the start's (a search from a pretrained start) or the
+    ``incumbent``'s (a setting decided from a random init, whose start is no quality to keep)."""
     names = list(dict.fromkeys([incumbent, *candidates]))
     scores = {c: decision_scores(rows, c, figures, scale) for c in names}
     short = [c for c in names if len(scores[c]) < MIN_SEEDS]
     if short:
         return incumbent, f"pending: fewer than {MIN_SEEDS} seeds for {', '.join(short)}", scores
-    if keep and not all(values(rows, "start", f, 0) for f in keep):
+    reference = "start" if keep_against == "start" else incumbent
+    if keep and reference == "start" and not all(values(rows, "start", f, 0) for f in keep):
         return incumbent, "pending: the start's row has no " + ", ".join(keep), scores
-    out = {c: why for c in names if (why := falls_behind_start(rows, c, keep, tolerance, scale))}
+    out = {c: why for c in names if (why := falls_behind_start(rows, c, keep, tolerance, scale, reference))}
     left = [c for c in names if c not in out]
     dropped = f" (out: {'; '.join(out.values())})" if out else ""
     if not left:

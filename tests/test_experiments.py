@@ -229,6 +229,25 @@ def test_a_candidate_below_the_start_on_a_kept_figure_cannot_replace_the_incumbe
     assert verdicts.decide(lossy, "inc", ["greedy"], figs, 1, keep=[figs[1]])[1].startswith("every condition falls")
 
 
+def test_a_decision_can_keep_the_incumbents_quality_instead_of_the_starts() -> None:
+    """``keep_against: incumbent`` (a random init: its start is no quality to keep): a candidate whose kept figure
+    falls more than the tolerance below the incumbent's at the same seeds is out, whatever the start scored; the
+    interval is the paired one, so a seed-to-seed spread shared by both conditions does not blur it."""
+    figs = ["decision.tatoeba_untrained", "decision.topic_accuracy"]
+    rows = [{**_row("start", 0, 0, **{figs[0]: 1.0, figs[1]: 10.0}), "scale": 0}]
+    for s, base in zip((13, 14, 15), (40.0, 50.0, 60.0), strict=True):  # a wide spread across seeds, shared
+        rows.append(_row("inc", s, **{figs[0]: base, figs[1]: base}))
+        rows.append(_row("sharp", s, **{figs[0]: base + 5.0 + 0.01 * s, figs[1]: base - 1.0 + 0.01 * s}))
+        rows.append(_row("mild", s, **{figs[0]: base + 2.0 + 0.01 * s, figs[1]: base - 0.2 + 0.01 * s}))
+    default, why, _ = verdicts.decide(rows, "inc", ["sharp", "mild"], figs, 1, keep=[figs[1]], tolerance=0.5,
+                                      keep_against="incumbent")
+    assert default == "mild" and "sharp: decision.topic_accuracy 49.14 against inc's 50.00" in why
+    k = verdicts.kept(rows, "mild", figs[1], 0.5, 1, reference="inc")
+    assert k.outcome == "kept" and k.bound is not None and k.bound < 0.1  # paired: the 10-point spread cancels
+    # against the start every candidate keeps the (random) start's 10 points
+    assert verdicts.decide(rows, "inc", ["sharp", "mild"], figs, 1, keep=[figs[1]], tolerance=0.5)[0] == "sharp"
+
+
 def test_a_keep_claim_holds_within_the_tolerance_of_the_start_and_reads_lower_is_better_figures() -> None:
     """``keeps``: the condition's mean over seeds, with its 95 % interval, against the start's one value; seeds
     spread ±0.02 (interval ±0.05): 0.4 below on a higher-is-better figure is kept at tolerance 0.5, 0.6 below is

@@ -52,7 +52,8 @@ def test_me5_best_is_what_the_decision_selected() -> None:
     rows = read_rows(q.results)
     current = {p.key for p in plan(q, rows, against_kit=False) if p.state == "done"}
     rows = [r for r in rows if row_key(r) in current]  # as the page reads them: no stale row
-    default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep, d.tolerance)
+    default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep, d.tolerance,
+                                      d.keep_against)
     if why.startswith("pending"):
         pytest.skip(f"{QUESTION}: the decision is {why}")
     if why.startswith("every condition falls behind"):  # no recipe keeps the start's quality: nothing to stand for
