@@ -16,7 +16,7 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: pipeline plan test test-slow test-faults test-schedule test-parity test-compat mteb-tasks test-all bench bench-corpora bench-wiki bench-wikidata bench-bucc bench-mining bench-eval \
-        bench-eval-ceiling bench-me5 bench-vmsst-speed experiment-status experiment-run experiment-tables experiment-kits gpu-carry gpu-drain gpu-merge bench-train-overhead bench-train-step bench-train-gpu lint clean \
+        bench-eval-ceiling bench-me5 bench-vmsst-speed bench-corpus-width experiment-status experiment-run experiment-tables experiment-kits gpu-carry gpu-drain gpu-merge bench-train-overhead bench-train-step bench-train-gpu lint clean \
         setup docs
 
 setup: $(STAMP)
@@ -99,6 +99,12 @@ bench: $(STAMP)
 # translation corpora at paper scale: writes ~5 GB of synthetic inputs under data/bench-inputs (minutes)
 bench-corpora: $(STAMP)
 	$(BIN)/python -m bench.translation_corpora
+
+# kit me5_replication's training corpora at six languages against every language the data holds (NTREX-128's 128,
+# XNLI's 15): time (bitext apart) and peak RSS of each build in a fresh process, and the ratios (needs ../shared/data;
+# about a minute)
+bench-corpus-width: $(STAMP)
+	$(BIN)/python -m bench.corpus_width --repeat 3
 
 # EASE dump extraction against wikiextractor and wikipedia2vec (English sample ×10, ×50; needs ../shared/data)
 bench-wiki: $(STAMP)

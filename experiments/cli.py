@@ -5,6 +5,7 @@
     tables [--check]                        regenerate every RESULTS.md (--check: exit 1 where one differs)
     mechanism [QUESTION …] [--write]        each row's mechanism check (--write: into rows that lack it)
     prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)
+    prepare me5_replication --all-languages add the all-language corpora to the prepared kit, in place
     pack-start KIT [--force]                multilingual-e5-small packed for the kit (GPU machine), when it changed
     gpu-drain --out DIR [--deadline S]      on a GPU machine: every pending GPU row, rows → DIR/rows.jsonl
     merge PATH                              rows returned by a drain → the ledgers
@@ -151,14 +152,24 @@ def cmd_mechanism(a: argparse.Namespace) -> int:
 def cmd_prepare(a: argparse.Namespace) -> int:
     from experiments.kits import pack_start_model, prepare
 
-    if a.add_topic_sets:
-        from experiments.topic_sets import add_topic_sets
+    if a.add_scoring_sets:
+        from experiments.kits import add_scoring_sets
 
         if a.kit != "me5_replication":
-            raise SystemExit("--add-topic-sets: only kit me5_replication has topic sets")
-        m = add_topic_sets(a.data)
-        print(f"kit {a.kit}: topic sets version {m['topic_sets']} added; stats {m['stats']['topic_sets']}")
-    else:
+            raise SystemExit("--add-scoring-sets: only kit me5_replication has topic sets and caption pairs")
+        m = add_scoring_sets(a.data)
+        print(f"kit {a.kit}: topic sets version {m['topic_sets']} and caption pairs version {m['caption_sets']}; "
+              f"stats {m['stats']['topic_sets']}, {m['stats']['caption_sets']}")
+    if a.all_languages:
+        from experiments.kits import add_all_language_corpora
+
+        if a.kit != "me5_replication":
+            raise SystemExit("--all-languages: only kit me5_replication has all-language corpora")
+        stats = add_all_language_corpora(data=a.data)
+        print(f"kit {a.kit}: all-language corpora added in {stats['seconds']:.0f} s: {stats['bitext_all']['kept']} "
+              f"bitext pairs ({stats['ntrex_languages']} NTREX languages), {stats['xnli_all']['groups']} XNLI groups "
+              f"({len(stats['xnli_all']['languages'])} languages)")
+    if not (a.add_scoring_sets or a.all_languages):
         m = prepare(a.kit, a.data)
         print(f"kit {a.kit}: built in {m['build_seconds']:.0f} s; stats {m['stats']}")
     if a.pack_start:
@@ -230,8 +241,12 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     pr.add_argument("kit", choices=("me5_replication", "random_init_bitext"))
     pr.add_argument("--data", type=Path, default=SHARED, help="the shared data folder (POLYSENT_SHARED_DATA)")
     pr.add_argument("--pack-start", action="store_true", help="also pack multilingual-e5-small for a GPU machine")
-    pr.add_argument("--add-topic-sets", action="store_true",
-                    help="add MewsC-16's topic sets to the prepared kit in place (experiments/topic_sets.py)")
+    pr.add_argument("--add-scoring-sets", action="store_true",
+                    help="add MewsC-16's topic sets and STS-B's caption pairs to the prepared kit in place "
+                         "(experiments/topic_sets.py, experiments/caption_sts.py)")
+    pr.add_argument("--all-languages", action="store_true",
+                    help="add the all-language corpora (bitext_pairs_all, xnli_groups_all, xnli_single_pairs_all) "
+                         "to the prepared kit in place (experiments.kits.all_language_corpora)")
     pr.set_defaults(fn=cmd_prepare)
     ps = sub.add_parser("pack-start", help="pack multilingual-e5-small for a GPU machine (when the kit changed)")
     ps.add_argument("kit", choices=("me5_replication",))

@@ -25,6 +25,10 @@ Kits:
   the final comparison of a search: the report sets with every Tatoeba pair outside the decision range (up to 900
   a language) instead of the first 300, and STS-B multi-mt dev's pairs outside the decision set (1,000 a language
   pair) beside STS17.
+  **All-language corpora** (``prepare me5_replication --all-languages``, added in place to a prepared kit):
+  ``bitext_pairs_all`` (the same bitext stage over NTREX-128's training documents in all its languages) and
+  ``xnli_groups_all`` / ``xnli_single_pairs_all`` (XNLI's groups in all 15 languages); a condition trains on them
+  by naming them in its ``corpora`` (``experiments.question.ConditionSpec``).
 - ``random_init_bitext`` — VMSST's random-init comparison: en/es-pivot pairs (equal quotas of 4,000 per pivot and
   language) from NTREX-128's training documents in en es de fr ru it pt nl tr and Multi30k en de fr cs; a 4,000-piece
   BPE tokenizer trained on them (``models.training.tokenizer``). Report sets: Tatoeba on the 8 trained languages Tatoeba
@@ -47,7 +51,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from experiments.caption_sts import CAPTION_SETS
 from experiments.paths import KITS, SHARED
+from experiments.topic_sets import TOPIC_SETS
 from pipelines.ntrex_documents import HELD_OUT_EVERY  # every 5th NTREX document is held out of training (xSIM)
 
 log = logging.getLogger("polysent.experiments.kits")
@@ -63,6 +69,9 @@ DECISION_STSB_EVERY = 3
 # (``experiments.runner``), so a change to how they are drawn makes every row scored on the old ones stale, on every
 # machine, kit prepared or not. 2: STS-B multi-mt decision pairs every third pair (1: the first 500, captions only).
 SCORING_SETS = {"me5_replication": 2, "random_init_bitext": 1}
+# sets added to kit me5_replication later, each versioned on its own (``experiments.topic_sets``,
+# ``experiments.caption_sts``): a row scored on one names its version in its hash (``experiments.row_hash``)
+SCORING_SET_VERSIONS = {"topic_sets": TOPIC_SETS, "caption_sets": CAPTION_SETS}
 
 
 def stsb_decision_mask(idx: Any) -> Any:
@@ -77,6 +86,14 @@ RANDOM_INIT_NTREX = {"en": "eng", "es": "spa", "de": "deu", "fr": "fra", "ru": "
 RANDOM_INIT_MULTI30K = ("en", "de", "fr", "cs")
 RANDOM_INIT_TATOEBA = ("spa", "deu", "fra", "rus", "ita", "por", "nld", "tur")
 KIT_NAMES = ("me5_replication", "random_init_bitext")
+BITEXT_QUOTA = 3000  # kit me5_replication's bitext: pairs per (pivot, language), the six- and the all-language tables
+# Kit me5_replication's all-language training corpora (``all_language_corpora``), added to a prepared kit by
+# ``add_all_language_corpora``; a condition trains on them by naming them in its ``corpora``
+ALL_LANGUAGE_TABLES = ("bitext_pairs_all", "xnli_groups_all", "xnli_single_pairs_all")
+# The training tables a kit can hold: what a condition's ``corpora`` may name (``experiments.question``)
+TRAIN_TABLES = {"me5_replication": ("xnli_groups", "xnli_single_pairs", "nli_triples", "bitext_pairs", "entity_vectors",
+                                    "hard_negatives", *ALL_LANGUAGE_TABLES),
+                "random_init_bitext": ("bitext_pairs",)}
 
 
 def kit_dir(kit: str, root: Path | None = None) -> Path:
@@ -168,17 +185,21 @@ def prepare(kit: str, data: Path = SHARED, root: Path | None = None, **options: 
 
 
 def add_tables(kit: str, tables: dict[str, dict[str, Path]], stats: dict[str, Any], root: Path | None = None,
-               **manifest_fields: Any) -> dict[str, Any]:
+               replace: tuple[str, ...] = (), **manifest_fields: Any) -> dict[str, Any]:
     """Add ``tables`` (``which`` → name → a file or folder already written inside the prepared kit's folder) to the
     kit's manifest in place, with their hashes, ``stats`` under ``stats`` and ``manifest_fields`` at the top level;
     the manifest is replaced atomically (a temporary name, then a rename). A table already in the manifest is an
-    error: a table's bytes never change under a row that read them. Tables rows do not read leave their hashes as
-    they were, so no row goes stale; a packed start (``packed.json``) names the old manifest and must be repacked."""
+    error unless ``replace`` names it (``which.name``; never a training table: a corpus's bytes never change under a
+    row that trained on them — a scoring table may grow by a dataset its figures filter on). Tables rows do not
+    train on leave their hashes as they were, so no row goes stale; a packed start (``packed.json``) names the old
+    manifest and must be repacked."""
     base = kit_dir(kit, root)
     manifest = load_manifest(kit, root)
+    if any(r.startswith("train.") for r in replace):
+        raise ValueError(f"replace {replace}: a training table is never replaced in place; prepare the kit again")
     for which, named in tables.items():
         for name, path in named.items():
-            if name in manifest["tables"].get(which, {}):
+            if name in manifest["tables"].get(which, {}) and f"{which}.{name}" not in replace:
                 raise ValueError(f"{base / 'manifest.json'}: tables.{which}.{name} is already in kit {kit!r}; "
                                  f"prepare the kit again to rebuild it")
             if not path.resolve().is_relative_to(base.resolve()):
@@ -277,24 +298,14 @@ def me5_corpora(data: Path, work: Path) -> dict[str, Any]:
     the en/es-pivot bitext (``bitext``) — the stages' results by those names — through the leakage guard against the
     report and decision sets; ``work/ntrex-heldout`` keeps NTREX's held-out documents (the xSIM set).
     ``configs/examples/me5-best.yaml`` builds the same corpora through the pipeline (tests/test_me5_best_config.py)."""
-    from pipelines.bitext.sampling import BitextSettings, build_pairs
-    from pipelines.bitext.sources import MosesSource, NwaySource, TmxSource
-    from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
+    from pipelines.leakage import EvalTextIndex
     from pipelines.nli.triples import NliTripleSettings, build_triples
     from pipelines.xnli.groups import XnliSettings, build_groups
     from pipelines.xnli.sources import XnliSource
 
     ntrex_train = _write_ntrex(data / "parallel" / "ntrex128", {"en": "eng", **NTREX_CODES}, HELD_OUT_EVERY,
                                work / "ntrex-train", work / "ntrex-heldout")
-    stsb = data / "sts" / "stsb-multi-mt"
-    leakage = LeakageSettings(eval_sets=[
-        EvalSetSpec(name="tatoeba", path=data / "tatoeba", format="lines"),
-        EvalSetSpec(name="sts17", path=data / "sts" / "sts17" / "STS.input.*", format="tsv", columns=[0, 1]),
-        EvalSetSpec(name="bucc", path=data / "bucc2018" / "zh-en.sample.??", format="tsv", columns=[1]),
-        EvalSetSpec(name="ntrex_heldout", path=work / "ntrex-heldout", format="lines"),
-        EvalSetSpec(name="stsb_multi_mt_dev", path=stsb / "stsb-*-dev.csv", format="csv", columns=[0, 1]),
-    ])
-    index = EvalTextIndex.from_settings(leakage)
+    index = EvalTextIndex.from_settings(me5_leakage(data, work / "ntrex-heldout"))
     dirs = {k: work / k for k in ("xnli", "nli", "bitext")}
     for d in dirs.values():
         d.mkdir()
@@ -302,6 +313,44 @@ def me5_corpora(data: Path, work: Path) -> dict[str, Any]:
                         XnliSource(dir=data / "xnli"), index, dirs["xnli"])
     nli = build_triples(NliTripleSettings(xnli_split="dev", languages=list(XNLI_LANGUAGES)),
                         XnliSource(dir=data / "xnli"), [], index, dirs["nli"])
+    bitext = _me5_bitext(data, ntrex_train, index, dirs["bitext"])
+    shutil.rmtree(work / "ntrex-train")  # read by the bitext stage only
+    return {"xnli": xnli, "nli": nli, "bitext": bitext}
+
+
+def me5_leakage(data: Path, ntrex_heldout: Path, *, later_sets: bool = False) -> Any:
+    """The leakage guard (``pipelines.leakage.LeakageSettings``) of kit ``me5_replication``'s corpora: the texts of
+    every report, decision and full set — Tatoeba (every pair of every language), STS17, the BUCC zh-en sample,
+    NTREX's held-out documents (the xSIM set, ``ntrex_heldout``: a folder of the held-out lines as
+    ``_write_ntrex`` writes it) and STS-B multi-mt dev — and with ``later_sets`` MewsC-16's sentences (all of
+    them, of which the report scores 500 a language; the topic sets draw on the rest) and STS-B multi-mt train (the
+    caption pairs' source) too. The six-language tables are built without MewsC-16 (adding it
+    would rebuild them and stale every row that read them; no text of theirs is a MewsC-16 sentence), the
+    all-language ones with it."""
+    from pipelines.leakage import EvalSetSpec, LeakageSettings
+
+    stsb = data / "sts" / "stsb-multi-mt"
+    return LeakageSettings(eval_sets=[
+        EvalSetSpec(name="tatoeba", path=data / "tatoeba", format="lines"),
+        EvalSetSpec(name="sts17", path=data / "sts" / "sts17" / "STS.input.*", format="tsv", columns=[0, 1]),
+        EvalSetSpec(name="bucc", path=data / "bucc2018" / "zh-en.sample.??", format="tsv", columns=[1]),
+        EvalSetSpec(name="ntrex_heldout", path=ntrex_heldout, format="lines"),
+        EvalSetSpec(name="stsb_multi_mt_dev", path=stsb / "stsb-*-dev.csv", format="csv", columns=[0, 1]),
+        *([EvalSetSpec(name="mewsc16", path=data / "mewsc16" / "*_sentences.txt", format="lines"),
+           # the STS17-like decision pairs are STS-B train captions (experiments/caption_sts.py): tables built
+           # after them leave out every STS-B train text (those built before lose the pairs they hold instead)
+           EvalSetSpec(name="stsb_multi_mt_train", path=stsb / "stsb-*-train.csv", format="csv", columns=[0, 1])]
+          if later_sets else []),
+    ])
+
+
+def _me5_bitext(data: Path, ntrex_train: dict[str, Path], index: Any, out: Path) -> Any:
+    """The ``bitext_pairs`` stage of kit ``me5_replication`` into ``out``: en/es pivots, 3,000 pairs per (pivot,
+    language), from NTREX's training lines (``ntrex_train``: language → file, as ``_write_ntrex`` writes them),
+    Multi30k train (en-de, en-fr) and the OPUS TMX file (en-es), through the leakage guard ``index``."""
+    from pipelines.bitext.sampling import BitextSettings, build_pairs
+    from pipelines.bitext.sources import MosesSource, NwaySource, TmxSource
+
     par = data / "parallel"
     sources = [NwaySource(format="nway", files=ntrex_train),
                MosesSource(src="en", tgt="de", src_file=par / "multi30k/train.en.gz",
@@ -309,10 +358,136 @@ def me5_corpora(data: Path, work: Path) -> dict[str, Any]:
                MosesSource(src="en", tgt="fr", src_file=par / "multi30k/train.en.gz",
                            tgt_file=par / "multi30k/train.fr.gz"),
                TmxSource(format="tmx", path=par / "tmx/en-es.tmx", src="en", tgt="es")]
-    bitext = build_pairs(BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=3000),
-                         sources, index, dirs["bitext"])
-    shutil.rmtree(work / "ntrex-train")  # read by the bitext stage only
-    return {"xnli": xnli, "nli": nli, "bitext": bitext}
+    return build_pairs(BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=BITEXT_QUOTA),
+                       sources, index, out)
+
+
+def ntrex_all_languages(ntrex: Path) -> dict[str, str]:
+    """Every language of the NTREX-128 folder ``ntrex`` → the code in its file name (``newstest2019-src.eng.txt`` is
+    ``en``; a second reference such as ``newstest2019-ref-2.spa.txt`` is left out): the kits' own codes where they
+    name the language (``de`` for ``deu``, ``zh`` for ``zho-CN``, as in the six-language tables and kit
+    ``random_init_bitext``), NTREX's code otherwise (``afr``, ``aze-Latn``, ``zho-TW``, ``eng-GB``)."""
+    from pipelines.eval_sets.parallel import ntrex_files
+
+    ours = {code: lang for lang, code in {**RANDOM_INIT_NTREX, **NTREX_CODES}.items()}
+    return {ours.get(code, code): code for code in ntrex_files(ntrex)}
+
+
+def all_language_corpora(data: Path, work: Path) -> dict[str, Any]:
+    """Kit ``me5_replication``'s all-language training corpora, built under ``work`` (which must not hold
+    ``xnli_all``, ``bitext_all``, ``ntrex-all-train`` or ``ntrex-all-heldout`` yet) by the six-language tables' stages
+    with their settings, widened to every language the shared data holds:
+
+    - ``bitext_pairs_all``: en/es-pivot pairs, 3,000 per (pivot, language), from NTREX-128's *training* documents in
+      all its languages (``ntrex_all_languages``; the held-out documents, the xSIM set, stay out), Multi30k train
+      (en-de, en-fr) and the OPUS TMX file (en-es) — 423,534 pairs from the shared data;
+    - ``xnli_groups_all`` / ``xnli_single_pairs_all``: XNLI dev + test translation groups in all 15 XNLI languages and
+      their "+Single" pairs, in the six-language tables' schema.
+
+    Why: a condition that trains on every language the data has (``corpora`` of ``experiments.question``) against one
+    on the six. The leakage guard is the six-language tables' with MewsC-16 and STS-B train added (``me5_leakage``),
+    reading NTREX's held-out documents in every language. Returns ``tables`` (table name → path under ``work``) and
+    ``stats``."""
+    from pipelines.leakage import EvalTextIndex
+    from pipelines.xnli.groups import XnliSettings, build_groups
+    from pipelines.xnli.sources import XNLI_LANGUAGES as ALL_XNLI
+    from pipelines.xnli.sources import XnliSource
+
+    t0 = time.perf_counter()
+    ntrex = data / "parallel" / "ntrex128"
+    languages = ntrex_all_languages(ntrex)
+    log.info("all-language corpora: NTREX-128 in %d languages, XNLI in %d", len(languages), len(ALL_XNLI))
+    ntrex_train = _write_ntrex(ntrex, languages, HELD_OUT_EVERY, work / "ntrex-all-train", work / "ntrex-all-heldout")
+    index = EvalTextIndex.from_settings(me5_leakage(data, work / "ntrex-all-heldout", later_sets=True))
+    dirs = {k: work / k for k in ("xnli_all", "bitext_all")}
+    for d in dirs.values():
+        d.mkdir()
+    t1 = time.perf_counter()
+    bitext = _me5_bitext(data, ntrex_train, index, dirs["bitext_all"])
+    t2 = time.perf_counter()
+    xnli = build_groups(XnliSettings(languages=list(ALL_XNLI), splits=["dev", "test"]), XnliSource(dir=data / "xnli"),
+                        index, dirs["xnli_all"])
+    for tmp in ("ntrex-all-train", "ntrex-all-heldout"):  # read by the bitext stage and the guard only
+        shutil.rmtree(work / tmp)
+    tables = {"bitext_pairs_all": dirs["bitext_all"] / bitext.tables["bitext_pairs"],
+              "xnli_groups_all": dirs["xnli_all"] / xnli.tables["xnli_groups"],
+              "xnli_single_pairs_all": dirs["xnli_all"] / xnli.tables["xnli_single_pairs"]}
+    return {"tables": tables, "stats": {"bitext_all": bitext.stats, "xnli_all": xnli.stats,
+                                        "ntrex_languages": len(languages), "bitext_seconds": round(t2 - t1, 1),
+                                        "seconds": round(time.perf_counter() - t0, 1)}}
+
+
+def add_all_language_corpora(root: Path | None = None, data: Path = SHARED) -> dict[str, Any]:
+    """Add the all-language corpora (``all_language_corpora``) to the prepared kit ``me5_replication`` under ``root``
+    in place, without rebuilding its other tables (a rebuild could change the bytes of tables rows have read, such as
+    the Wikipedia2Vec vectors). They are built beside the kit's tables under a temporary name, renamed to
+    ``all_languages/``, and then ``add_tables`` replaces the manifest atomically with their paths, hashes and stats.
+    Rows that do not read them keep their hashes; a kit that already holds them is an error (``add_tables``: a
+    table's bytes never change under a row that read it). The kit's packed start no longer matches the manifest
+    afterwards (``pack-start`` repacks it, with the new texts' tokens). Returns the stats."""
+    kit = "me5_replication"
+    base = kit_dir(kit, root)
+    held = sorted(set(load_manifest(kit, root)["tables"].get("train", {})) & set(ALL_LANGUAGE_TABLES))
+    if held:
+        raise ValueError(f"{base / 'manifest.json'}: kit {kit!r} already holds {', '.join(held)}; prepare the kit "
+                         "again to rebuild them")
+    missing = missing_inputs(kit, data)
+    if missing:
+        raise FileNotFoundError(f"kit {kit}: the shared data is absent: {', '.join(map(str, missing))} (--data or "
+                                "POLYSENT_SHARED_DATA)")
+    work, final = base / ".all_languages.building", base / "all_languages"
+    for stale in (work, final):  # left by an earlier add that stopped before the manifest named them
+        if stale.exists():
+            shutil.rmtree(stale)
+    work.mkdir()
+    built = all_language_corpora(data, work)
+    work.rename(final)
+    tables = {name: final / p.relative_to(work) for name, p in built["tables"].items()}
+    add_tables(kit, {"train": tables}, {"all_languages": built["stats"]}, root)
+    log.info("kit %s: all-language corpora added in %.0f s (%d pairs, %d groups) under %s", kit,
+             built["stats"]["seconds"], built["stats"]["bitext_all"]["kept"], built["stats"]["xnli_all"]["groups"],
+             final)
+    return built["stats"]
+
+
+def scoring_set_tables(data: Path, base: Path, report_clustering: Path, decision_sts: Path,
+                       train: dict[str, Path]) -> tuple[dict[str, dict[str, Path]], dict[str, Any]]:
+    """The scoring sets drawn after the kit's first build, written under ``base`` (``topic/``, ``captions/``):
+    MewsC-16's topic sets outside the report's clustering texts (``report_clustering``; ``experiments.topic_sets``)
+    and the STS17-like caption pairs appended to the decision STS table (``decision_sts``), without any pair a
+    training table (``train``) holds a text of (``experiments.caption_sts``). Returns ``which`` → table name → path,
+    and their stats."""
+    from experiments import caption_sts, topic_sets
+
+    topic_files = topic_sets.files(base / "topic")
+    topic = topic_sets.write_topic_sets(data / "mewsc16", report_clustering, topic_files)
+    out = topic_sets.tables(topic_files)
+    captions = base / "captions" / "decision" / "eval_sts.parquet"
+    captions.parent.mkdir(parents=True, exist_ok=True)
+    caption = caption_sts.write_caption_sts(data / "sts" / "stsb-multi-mt", train, decision_sts, captions)
+    out["decision"]["eval_sts"] = captions
+    return out, {"topic_sets": topic, "caption_sets": caption}
+
+
+def add_scoring_sets(data: Path = SHARED, root: Path | None = None) -> dict[str, Any]:
+    """Add the scoring sets of ``scoring_set_tables`` to a prepared ``me5_replication`` kit in place (``add_tables``;
+    the decision STS table is replaced by one with the caption pairs appended — the dev pairs' rows are unchanged,
+    so figures scored before are too; no training table changes, so no row goes stale). A kit that holds them is
+    left as it is; one that holds other versions is an error saying to prepare it again. Returns the manifest."""
+    kit = "me5_replication"
+    base = kit_dir(kit, root)
+    manifest = load_manifest(kit, root)
+    held = {k: manifest[k] for k in SCORING_SET_VERSIONS if k in manifest}
+    if held == SCORING_SET_VERSIONS:
+        log.info("kit %s already holds the scoring sets %s", kit, held)
+        return manifest
+    if held:
+        raise ValueError(f"{base / 'manifest.json'}: scoring sets {held}, the code draws {SCORING_SET_VERSIONS}; "
+                         f"prepare the kit again: `python -m experiments prepare {kit}`")
+    report, decision = tables(kit, "report", root), tables(kit, "decision", root)
+    added, stats = scoring_set_tables(data, base, report["eval_clustering"], decision["eval_sts"],
+                                      tables(kit, "train", root))
+    return add_tables(kit, added, stats, root, replace=("decision.eval_sts",), **SCORING_SET_VERSIONS)
 
 
 def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
@@ -361,12 +536,6 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
                 pc.greater_equal(t.column("idx"), DECISION_TATOEBA[0]), pc.less(t.column("idx"), DECISION_TATOEBA[1]))),
             "decision_sts": _filter_rows(decision_t["eval_sts"], lambda t: stsb_decision_mask(t.column("idx")))}
     clustering = cap_clustering(report_t["eval_clustering"], clustering_per_language)
-    from experiments import topic_sets
-
-    topic_files = topic_sets.files(work / "topic")
-    topic = topic_sets.write_topic_sets(data / "mewsc16", report_t["eval_clustering"], topic_files)
-    for which, named in topic_sets.tables(topic_files).items():
-        {"report": report_t, "decision": decision_t, "full": full_t}[which].update(named)
     train = {"xnli_groups": dirs["xnli"] / xnli.tables["xnli_groups"],
              "xnli_single_pairs": dirs["xnli"] / xnli.tables["xnli_single_pairs"],
              "nli_triples": dirs["nli"] / nli.tables["nli_triples"],
@@ -383,12 +552,15 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
     ease_held_out = hold_out_entity_pairs(built["hard_negatives"], train["hard_negatives"],
                                           report_t["eval_entity_pairs"])
     shutil.rmtree(work / "ease-build")
+    added, scoring = scoring_set_tables(data, work, report_t["eval_clustering"], decision_t["eval_sts"], train)
+    for which, named in added.items():
+        {"report": report_t, "decision": decision_t, "full": full_t}[which].update(named)
     stats = {"xnli": xnli.stats, "nli": nli.stats, "bitext": bitext.stats, "rows": rows, "clustering": clustering,
              "tatoeba_report_pairs": tatoeba_report_pairs, "decision_tatoeba": DECISION_TATOEBA,
-             "decision_stsb_every": DECISION_STSB_EVERY, "ease_held_out": ease_held_out, "topic_sets": topic}
+             "decision_stsb_every": DECISION_STSB_EVERY, "ease_held_out": ease_held_out, **scoring}
     return {"tables": {"train": _rel(train, work), "report": _rel(report_t, work), "decision": _rel(decision_t, work),
                        "full": _rel(full_t, work)},
-            "stats": stats, "topic_sets": topic_sets.TOPIC_SETS}
+            "stats": stats, **SCORING_SET_VERSIONS}
 
 
 def _random_init_bitext(data: Path, work: Path, quota: int = 4000, vocab: int = 4000) -> dict[str, Any]:

@@ -329,10 +329,10 @@ def _corpora_problems(q: Question, c: ConditionSpec) -> list[str]:
     (``experiments.kits.TRAIN_TABLES``) or that holds other rows than the key's table (a table or one of its
     variants: ``bitext_pairs`` → ``bitext_pairs_all``), and tables read together — XNLI's single pairs name their
     texts by group — fed from different variants. Checked on load, whether the kit is prepared here or not."""
-    from experiments.kits import TRAIN_TABLES
-
     if not c.corpora:
         return []
+    from experiments.kits import TRAIN_TABLES
+
     out, reads, known = [], c.objective_table_names(), TRAIN_TABLES[q.kit]
     for table, kit_table in sorted(c.corpora.items()):
         where = f"conditions.{c.name}.corpora.{table}"

@@ -15,20 +15,25 @@ from experiments.question import ConditionSpec, Question
 def training_view(q: Question, condition: ConditionSpec, seed: int, scale: int,
                   tables: dict[str, str]) -> dict[str, Any]:
     """What a row trains: its full training settings (the start named by its id), the kit and the sha256 of every
-    corpus table it reads (``tables``: name → hash) — the part of ``trained_hash`` that names the weights."""
+    corpus table it reads (``tables``: kit table name → hash) — the part of ``trained_hash`` that names the weights.
+    An objective table is hashed by the kit table that feeds it (the condition's ``corpora``); only a condition with
+    ``corpora`` names the mapping, so the rows of every other condition keep their hashes, whatever else the kit
+    holds."""
     from models.settings import key_view
     from models.settings_io import to_mapping
 
     settings = q.train_settings(condition, seed, scale, start=q.start, device="auto")
     return {"training": key_view(to_mapping(settings)), "kit": q.kit,
-            "tables": {k: tables.get(k) for k in settings.tables()},
+            "tables": {k: tables.get(condition.kit_table(k)) for k in settings.tables()},
+            **({"corpora": dict(sorted(condition.corpora.items()))} if condition.corpora else {}),
             **({"tokenizer": q.tokenizer} if q.tokenizer else {})}
 
 
 def scoring_sets(q: Question, decision: tuple[str, ...] | list[str], final: bool) -> dict[str, int]:
     """The version of the kit's decision and full sets a row is scored on (``kits.SCORING_SETS``) and of the topic
-    sets (``experiments.topic_sets``) when it reads them; empty for a row scored on none, whose hash this leaves as it
-    was."""
+    sets and caption pairs (``experiments.topic_sets``, ``experiments.caption_sts``) when it reads them; empty for
+    a row scored on none, whose hash this leaves as it was."""
+    from experiments.caption_sts import CAPTION_SETS, uses_caption_sets
     from experiments.topic_sets import TOPIC_SETS, uses_topic_sets
 
     out = {"scoring_sets": kits.SCORING_SETS[q.kit]} if decision or final else {}
@@ -36,6 +41,8 @@ def scoring_sets(q: Question, decision: tuple[str, ...] | list[str], final: bool
                *((f"final.{f}" for f in q.evaluation.final) if final else ())]
     if uses_topic_sets(figures):
         out["topic_sets"] = TOPIC_SETS
+    if uses_caption_sets(figures):
+        out["caption_sets"] = CAPTION_SETS
     return out
 
 

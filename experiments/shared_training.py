@@ -35,7 +35,8 @@ DONE_FILE = "training.json"  # written last: its presence says the kept training
 
 def training_key(q: Question, condition: ConditionSpec, seed: int, scale: int, tables: dict[str, str]) -> str:
     """The content hash of what a row trains, ``interpolate_start`` left out: rows with equal keys train the same
-    weights."""
+    weights. ``tables``: kit table name → hash; an objective table counts by the kit table the condition's ``corpora``
+    feeds it from (``row_hash.training_view``), so rows on the six- and on the all-language corpora never share."""
     return canonical_hash(training_view(q, replace(condition, interpolate_start=None), seed, scale, tables))
 
 

@@ -24,9 +24,11 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
+
 
 log = logging.getLogger("polysent.experiments.topic_sets")
 
@@ -51,6 +53,8 @@ def uses_topic_sets(figures: list[str] | tuple[str, ...]) -> bool:
 def ranked(whole: pl.DataFrame, report: pl.DataFrame) -> pl.DataFrame:
     """MewsC-16 (``eval_clustering`` rows, every text) without the report's texts, de-duplicated on (lang, text), with
     ``pos``: the text's rank in its language by SHA-1 of the text (ties: idx)."""
+    import polars as pl
+
     seen = report.select("lang", "text").unique()
     rest = whole.join(seen, on=["lang", "text"], how="anti").unique(["lang", "text"], keep="first",
                                                                    maintain_order=True)
@@ -62,6 +66,8 @@ def ranked(whole: pl.DataFrame, report: pl.DataFrame) -> pl.DataFrame:
 
 def probe_set(rows: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
     """``eval_classification`` rows of the texts ranked in ``span``: every ``TRAIN_EVERY``-th the train split."""
+    import polars as pl
+
     from pipelines.eval_sets.classification import SCHEMA
 
     lo, hi = span
@@ -75,6 +81,8 @@ def write_topic_sets(mewsc: Path, report_clustering: Path, out: dict[str, Path])
     """Write the topic sets: ``out`` names the files ``report``, ``decision`` and ``full`` (``eval_classification``)
     and ``decision_clustering`` (``eval_clustering``). ``mewsc``: the MewsC-16 folder; ``report_clustering``: the
     report's ``eval_clustering`` (the texts to leave out). Returns rows per set and language."""
+    import polars as pl
+
     from pipelines.eval_sets.clustering import SCHEMA as CLUSTERING
     from pipelines.eval_sets.clustering import read_clustering
 
@@ -100,25 +108,6 @@ def _write(table: pl.DataFrame, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     table.write_parquet(tmp)
     tmp.replace(path)
-
-
-def add_topic_sets(data: Path, root: Path | None = None) -> dict[str, Any]:
-    """Add the topic sets to a prepared ``me5_replication`` kit in place (``kits.add_tables``; no training table
-    changes, so no row goes stale)."""
-    from experiments import kits
-
-    base = kits.kit_dir("me5_replication", root)
-    manifest = kits.load_manifest("me5_replication", root)
-    if manifest.get("topic_sets") == TOPIC_SETS:
-        log.info("kit me5_replication already holds topic sets version %d", TOPIC_SETS)
-        return manifest
-    if "topic_sets" in manifest:
-        raise ValueError(f"{base / 'manifest.json'}: topic sets version {manifest['topic_sets']}, the code draws "
-                         f"{TOPIC_SETS}; prepare the kit again: `python -m experiments prepare me5_replication`")
-    out = files(base / "topic")
-    stats = write_topic_sets(data / "mewsc16", kits.tables("me5_replication", "report", root)["eval_clustering"],
-                             out)
-    return kits.add_tables("me5_replication", tables(out), {"topic_sets": stats}, root, topic_sets=TOPIC_SETS)
 
 
 def files(folder: Path) -> dict[str, Path]:

@@ -131,6 +131,20 @@ def test_every_figure_a_question_asks_is_computed_from_its_kits_tables(tmp_path:
     for name in ("eval_tatoeba", "eval_sts", "eval_parallel"):  # a slice: the plumbing, not the numbers
         t = pq.read_table(tables[name])
         pq.write_table(t.filter(pc.less(t.column("idx"), 40)), tables[name])
+    # the sets added to the kit later: STS-B's caption pairs beside the dev pairs, MewsC-16's topic probe
+    import polars as pl
+
+    from experiments import caption_sts, topic_sets
+    from pipelines.eval_sets.clustering import read_clustering
+
+    captions = caption_sts.caption_pairs(shared_data / "sts" / "stsb-multi-mt", ("en", "de")).filter(
+        pl.col("idx") <= 80)
+    sts = pl.read_parquet(tables["eval_sts"])
+    pl.concat([sts, captions.select(sts.columns).cast(sts.schema)]).write_parquet(tables["eval_sts"])
+    mewsc = read_clustering(shared_data / "mewsc16", ["en", "de"], empty_sentences="skip")
+    tables["eval_classification"] = tmp_path / "eval" / "eval_classification.parquet"
+    topic_sets.probe_set(topic_sets.ranked(mewsc, mewsc.head(0)), (0, 60)).write_parquet(
+        tables["eval_classification"])
     texts = pq.read_table(tables["eval_sts"], columns=["s1"]).rename_columns(["text"])
     pq.write_table(texts, tmp_path / "texts.parquet")
     train_tokenizer(TokenizerSettings(vocab_size=300, min_frequency=1), {"t": tmp_path / "texts.parquet"}, tmp_path)

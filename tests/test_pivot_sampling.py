@@ -106,6 +106,54 @@ def test_reserve_exhausted_by_normalised_duplicates_falls_back_to_exact(tmp_path
     assert got.height == 350 and counts["duplicate"].sum() > 0
 
 
+def _chunk(rows: list[tuple[str, str, str, str, int]]) -> pl.DataFrame:
+    """A reader chunk from (src_lang, tgt_lang, src_text, tgt_text, line) rows."""
+    return pl.DataFrame({"src_lang": [r[0] for r in rows], "tgt_lang": [r[1] for r in rows],
+                         "src_text": [r[2] for r in rows], "tgt_text": [r[3] for r in rows],
+                         "origin": [f"{r[0]}-{r[1]}" for r in rows], "line": [r[4] for r in rows]})
+
+
+def _selection(sel: BottomK) -> tuple[pl.DataFrame, pl.DataFrame]:
+    sel.finish()
+    return sel.result(), sel.count_table()
+
+
+def test_a_chunk_of_many_language_pairs_selects_as_one_chunk_a_pair(tmp_path: Path) -> None:
+    """An N-way chunk (NTREX-128 read at once: every pivot × every language, rows interleaved) is split by language
+    pair in one pass: the selection and its counts are those of the same pairs fed one pair a chunk (in the same order
+    within each pair), and of exact duplicates the one first in the chunk stands for them (its ``line``), so the
+    split kept each pair's reading order."""
+    rnd = random.Random(3)
+    pairs = [("en", "de"), ("de", "es"), ("en", "es"), ("fr", "en"), ("es", "fr"), ("en", "sw")]
+    per_pair = {}
+    for a, b in pairs:
+        msgs = _messy_pairs(900, seed=len(per_pair))  # exact and normalised duplicates, blanks, short, long
+        per_pair[(a, b)] = [(a, b, f"{a}: {x}", f"{b}: {y}", i) for i, (x, y) in enumerate(msgs)]
+    mixed = [r for rows in per_pair.values() for r in rows]
+    rnd.shuffle(mixed)
+    order = {id(r): i for i, r in enumerate(mixed)}  # each pair's rows in the order the mixed chunk holds them
+    s = BitextSettings(pivots=["en", "es"], quota_per_language=120)
+    one = BottomK(s, None, EvalTextIndex.empty())
+    one.add(_chunk(mixed))
+    apart = BottomK(s, None, EvalTextIndex.empty())
+    for rows in per_pair.values():
+        apart.add(_chunk(sorted(rows, key=lambda r: order[id(r)])))
+    (got, counts), (want, want_counts) = _selection(one), _selection(apart)
+    assert got.equals(want) and counts.equals(want_counts)
+    assert sorted(set(got.select("pivot_lang", "lang").iter_rows())) == [
+        ("en", "de"), ("en", "es"), ("en", "fr"), ("en", "sw"), ("es", "de"), ("es", "fr")]
+    assert (counts["kept"] == 120).all() and (counts["duplicate"] > 0).all()
+    # of exact duplicates the one first in the mixed chunk stands for them (the split kept the reading order)
+    first: dict[tuple[str, str, str], int] = {}
+    for r in mixed:
+        first.setdefault((f"{r[0]}-{r[1]}", r[2], r[3]), r[4])
+    for origin, pivot_text, text, line in got.select("origin", "pivot_text", "text", "line").iter_rows():
+        src = origin.split("-")[0]  # the source side's text starts with its language: "de: …"
+        src_text, tgt_text = (pivot_text, text) if pivot_text.startswith(f"{src}: ") else (text, pivot_text)
+        assert first[(origin, src_text, tgt_text)] == line, (origin, src_text)
+    assert len(first) < len(mixed)
+
+
 def test_sample_bitext_pivots_quotas_and_seed(tmp_path: Path) -> None:
     out = tmp_path / "o"
     out.mkdir()

@@ -111,32 +111,3 @@ def test_zero_shot_transfer_skips_languages_whose_labels_the_probe_never_saw(tmp
     scored = {(variant, langs) for _, variant, _, langs, metric, *_ in out.rows if metric == "accuracy"}
     assert {("mteb", "en"), ("mteb", "fr"), ("mteb", "de"), ("zero_shot", "en-en"), ("zero_shot", "en-fr")} == scored
 
-
-def test_topic_sets_are_added_to_a_prepared_kit_in_place_without_touching_its_other_hashes(
-        sets: dict, tmp_path: Path) -> None:
-    import json
-
-    from conftest import SHARED_DATA
-
-    from experiments import kits
-
-    base = kits.kit_dir("me5_replication", tmp_path)
-    (base / "report").mkdir(parents=True)
-    sets["report_clustering"].write_parquet(base / "report" / "eval_clustering.parquet")
-    (base / "train.parquet").write_bytes(b"corpus")
-    before = {"kit": "me5_replication", "scoring_sets": kits.SCORING_SETS["me5_replication"], "stats": {},
-              "tables": {"train": {"bitext_pairs": "train.parquet"},
-                         "report": {"eval_clustering": "report/eval_clustering.parquet"}},
-              "hashes": {"train": {"bitext_pairs": "h"}, "report": {"eval_clustering": "c"}}}
-    (base / "manifest.json").write_text(json.dumps(before), encoding="utf-8")
-    m = topic_sets.add_topic_sets(SHARED_DATA, tmp_path)
-    assert m["topic_sets"] == topic_sets.TOPIC_SETS
-    assert m["hashes"]["train"] == before["hashes"]["train"]
-    assert m["hashes"]["report"]["eval_clustering"] == "c"
-    full = kits.tables("me5_replication", "full", tmp_path)["eval_classification"]
-    assert pl.read_parquet(full).equals(sets["full"])
-    assert set(kits.tables("me5_replication", "decision", tmp_path)) == {"eval_classification", "eval_clustering"}
-    assert topic_sets.add_topic_sets(SHARED_DATA, tmp_path) == m  # already there: nothing changes
-    with pytest.raises(ValueError, match=r"tables\.report\.eval_classification is already in kit"):
-        kits.add_tables("me5_replication", {"report": {"eval_classification": full}}, {}, tmp_path)
-    assert not list(base.glob(".*tmp"))

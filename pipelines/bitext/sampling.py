@@ -171,11 +171,14 @@ class BottomK:
 
     def add(self, chunk: pl.DataFrame) -> None:
         """``chunk``: reader chunk columns (``src_lang``, ``tgt_lang``, ``src_text``, ``tgt_text``, ``origin``,
-        ``line``)."""
-        pairs = chunk.select("src_lang", "tgt_lang").unique(maintain_order=True).rows()
-        parts = [chunk] if len(pairs) == 1 else [chunk.filter((pl.col("src_lang") == a) & (pl.col("tgt_lang") == b))
-                                                 for a, b in pairs]
-        for (a, b), part in zip(pairs, parts, strict=True):
+        ``line``).
+
+        A chunk may hold many language pairs (an N-way set such as NTREX-128 is read as one chunk of 128 languages ×
+        the pivots): it is split by one ``partition_by``, each pair's rows produced once in reading order, rather than
+        by one filter of the whole chunk per pair, which costs pairs × rows and on NTREX-128 took 24 s and 9 GiB."""
+        parts = chunk.partition_by(["src_lang", "tgt_lang"], maintain_order=True, as_dict=True)
+        for key, part in parts.items():
+            a, b = str(key[0]), str(key[1])
             pivot, lang = orient(a, b, self.s.pivot_order)
             if self.fixed_quota is not None:
                 self.quota.setdefault((pivot, lang), self.fixed_quota)

@@ -36,6 +36,8 @@ from pipelines.eval_task_registry import (
 )
 
 STSB_DATASET = "stsb-multi-mt"  # the ``dataset`` value of STS-B multi-mt rows (``pipelines.eval_sets.sts``)
+# STS-B multi-mt train captions in every language pair (``experiments/caption_sts.py``): ``captions_mono/_cross``
+CAPTIONS_DATASET = "stsb-captions"
 _STS_POOLED = {f"sts{y}": f"STS{y}" for y in range(12, 17)}  # mteb scores these as one pooled set
 
 
@@ -116,16 +118,17 @@ def _figures(rows: Sequence[Mapping[str, Any]], trained: Sequence[str]) -> dict[
             continue
         dataset = r["subset"].split("/", 1)[0]
         a, _, b = str(r["languages"]).partition("-")
-        prefix = {"sts17": "sts17", STSB_DATASET: "stsb"}.get(dataset)
+        prefix = {"sts17": "sts17", STSB_DATASET: "stsb", CAPTIONS_DATASET: "captions"}.get(dataset)
         if prefix:
             sts.setdefault(prefix, []).append(r["value"])
             sts.setdefault(f"{prefix}_{'mono' if a == b else 'cross'}", []).append(r["value"])
-    return {k: statistics.fmean(v) for k, v in sts.items() if k != "stsb"}
+    return {k: statistics.fmean(v) for k, v in sts.items() if k not in ("stsb", "captions")}
 
 
 def _settings(families: set[str]) -> dict[str, Any]:
     """Only the datasets of the figures asked for, without mteb's duplicate scores."""
-    datasets = {"sts17"} & families | ({STSB_DATASET} if "stsb" in families else set())
+    datasets = ({"sts17"} & families | ({STSB_DATASET} if "stsb" in families else set())
+                | ({CAPTIONS_DATASET} if "captions" in families else set()))
     return {"datasets": tuple(sorted(datasets)), "mteb": False}
 
 
@@ -147,6 +150,8 @@ TASK = register_task(EvalTask(
                         "STS15": "mteb/sts15-sts", "STS16": "mteb/sts16-sts", "STSBenchmark": "mteb/stsbenchmark-sts",
                         "SICK-R": "mteb/sickr-sts", "STS17": "mteb/sts17-crosslingual-sts",
                         "STSBenchmarkMultilingualSTS": "mteb/stsb_multi_mt"}),
-    figures=Figures(names=("sts17", "sts17_mono", "sts17_cross", "stsb_mono", "stsb_cross"),
-                    tables={"sts17": (reader.TABLE,), "stsb": (reader.TABLE,)}, compute=_figures,
+    figures=Figures(names=("sts17", "sts17_mono", "sts17_cross", "stsb_mono", "stsb_cross", "captions_mono",
+                           "captions_cross"),
+                    tables={"sts17": (reader.TABLE,), "stsb": (reader.TABLE,), "captions": (reader.TABLE,)},
+                    compute=_figures,
                     settings=_settings)))
