@@ -152,19 +152,21 @@ experiment-kits: $(STAMP)
 	$(BIN)/polysent experiment pack-start me5_replication
 	@test -f $(KITS)/random_init_bitext/manifest.json || $(BIN)/polysent experiment prepare random_init_bitext
 
-# The GPU drain. Here: `make gpu-carry` (kits + the packed start + the commit, ~60 MB under data/experiments/kits).
-# On a lent H100/H200 (a copy of this tree, carry data/experiments/kits; torch, transformers, numpy, pyarrow there; no
+# The GPU drain. Here: `make gpu-carry` (what the pending GPU rows read from the kits, the packed start and the
+# commit, ≤ 64 MiB under data/experiments/carry; CARRY_FLAGS=--include-cpu-rows with DRAIN_FLAGS=--include-cpu-rows).
+# On a lent H100/H200 (a copy of this tree, carry data/experiments/carry; torch, transformers, numpy, pyarrow there; no
 # venv, no polars/duckdb/prefect): `make gpu-drain OUT=$OUT` (or `python3 -m experiments gpu-drain --out $OUT`) runs
 # every pending GPU row within 560 s and writes $OUT/rows.jsonl + $OUT/drain.log. Back here: `make gpu-merge
 # ROWS=<the returned folder>` writes the rows into the ledgers and regenerates the pages.
 OUT ?= data/experiments/drain
 ROWS ?= data/experiments/drain
 gpu-carry: experiment-kits
-	git rev-parse HEAD > $(KITS)/COMMIT
 	$(BIN)/polysent experiment gpu-drain --dry-run --out data/experiments/drain-plan
-	du -sh $(KITS)
+	$(BIN)/polysent experiment carry --out data/experiments/carry $(CARRY_FLAGS)
+	du -sh data/experiments/carry
 gpu-drain:
-	PYTHONUNBUFFERED=1 python3 -m experiments gpu-drain --out $(OUT) --deadline 560 --workers 8
+	PYTHONUNBUFFERED=1 POLYSENT_EXPERIMENTS_WORK=$${POLYSENT_EXPERIMENTS_WORK:-$$PWD/data/experiments/carry} \
+		python3 -m experiments gpu-drain --out $(OUT) --deadline 560 --workers 8 $(DRAIN_FLAGS)
 gpu-merge: $(STAMP)
 	$(BIN)/polysent experiment merge $(ROWS)
 

@@ -7,6 +7,7 @@
     prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)
     prepare me5_replication --all-languages add the all-language corpora to the prepared kit, in place
     pack-start KIT [--force]                multilingual-e5-small packed for the kit (GPU machine), when it changed
+    carry [--out DIR] [--include-cpu-rows]  what the drain's pending rows read, ≤ 64 MiB, for the device tool
     gpu-drain --out DIR [--deadline S]      on a GPU machine: every pending GPU row, rows → DIR/rows.jsonl
     merge PATH                              rows returned by a drain → the ledgers
     interpolation-sweep --model DIR --start M --out DIR   WiSE-FT: each α scored on a kit's decision sets
@@ -187,6 +188,19 @@ def cmd_pack_start(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_carry(a: argparse.Namespace) -> int:
+    from experiments.carry import carry
+
+    r = carry(a.out, names=a.questions or None, include_cpu=a.include_cpu_rows)
+    for kit, k in r["kits"].items():
+        print(f"{kit}: training tables carried {', '.join(k['train_carried']) or '(none)'}; left "
+              f"{', '.join(k['train_left']) or '(none)'}")
+    print(f"carry: {r['bytes'] / 2**20:.1f} MiB under {a.out} — device call: carry [\"{a.out}\"], command "
+          f"POLYSENT_EXPERIMENTS_WORK=$PWD/{a.out} python3 -m experiments gpu-drain --out $OUT"
+          + (" --include-cpu-rows" if a.include_cpu_rows else ""))
+    return 0
+
+
 def cmd_gpu_drain(a: argparse.Namespace) -> int:
     from experiments.drain import drain
 
@@ -252,6 +266,11 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     ps.add_argument("kit", choices=("me5_replication",))
     ps.add_argument("--force", action="store_true", help="repack even when the packed start is current")
     ps.set_defaults(fn=cmd_pack_start)
+    c = sub.add_parser("carry", help="what the drain's pending rows read from the kits, for the device tool")
+    c.add_argument("--out", type=Path, default=Path("data/experiments/carry"), help="the folder to carry")
+    c.add_argument("--include-cpu-rows", action="store_true", help="also what the CPU rows read")
+    c.add_argument("questions", nargs="*", help="default: every question")
+    c.set_defaults(fn=cmd_carry)
     g = sub.add_parser("gpu-drain", help="on a GPU machine: every pending GPU row within a deadline")
     g.add_argument("--out", type=Path, required=True, help="where rows.jsonl and drain.log go ($OUT)")
     g.add_argument("--deadline", type=float, default=560.0, help="seconds after which no row runs")
