@@ -335,7 +335,8 @@ def config_warnings(cfg: PipelineConfig, path: Path | str) -> list[str]:
         return f"{path}:{line}" if line else str(path)
 
     out = []
-    if cfg.sources.wikipedia is not None and cfg.corpora.entities.types == "none":
+    if (cfg.sources.wikipedia is not None and cfg.corpora.entities.types == "none"
+            and cfg.corpora.hard_negatives.without_negative == "drop"):  # keep: pairs without a hard negative stay
         readers = sorted(f"training.{name}" for name, ts in cfg.training.items()
                          if any("hard_negatives" in objective_tables(o) for o in ts.objectives))
         then = (f"; the objective(s) reading hard_negatives (EASE, mSimCSE on its sentences) of {', '.join(readers)} "
@@ -343,6 +344,14 @@ def config_warnings(cfg: PipelineConfig, path: Path | str) -> list[str]:
         out.append(f"{at('corpora', 'entities', 'types')}: corpora.entities.types: none (value 'none') gives no "
                    "entity a type, so no entity has a type-based hard-negative candidate and hard_negatives will "
                    f"hold 0 EASE pairs{then}; expected auto, wikidata or infobox to build EASE pairs")
+    if cfg.sources.wikipedia is not None and cfg.corpora.hard_negatives.without_negative == "keep":
+        for name, ts in cfg.training.items():
+            for i, o in enumerate(ts.objectives):
+                if getattr(o, "kind", None) == "ease" and getattr(o, "hard_negatives", False):
+                    out.append(f"{at('training', name, 'objectives', i)}: training.{name}.objectives[{i}]: an ease "
+                               "objective with hard_negatives: true drops every pair without a hard negative, which "
+                               "corpora.hard_negatives.without_negative: keep writes (with none at all it is "
+                               "refused); expected hard_negatives: false to train on them, or without_negative: drop")
     for name, ts in cfg.training.items():
         if ts.warmup_steps >= ts.steps:
             out.append(f"{at('training', name, 'warmup_steps')}: training.{name}.warmup_steps: {ts.warmup_steps} "

@@ -359,7 +359,9 @@ def _stage_inputs(root: Path) -> tuple[Path, Path, Path]:
 
     Q1 and Q6 have an English page (Q6's sitelink disagrees on purpose: the page wins); Q2 has only a German page but an
     enwiki sitelink to "Beta", a title the model has — the case a page-only lookup drops; Q3 has no English title at
-    all; Q5 has one but is outside the vocabulary; Q7 has a dewiki sitelink only; ``de:Zeppelin`` has no QID.
+    all; Q5 has one but is outside the vocabulary; Q7 has a dewiki sitelink only; ``de:Zeppelin`` has no QID. The
+    linked titles without a page (``entity_link_titles``) are those a sitelink names, as the ``entities`` stage writes
+    them by default: Q2's "Beta".
     """
     ents, lang_en, wd = root / "entities", root / "wiki_extract.en", root / "wikidata"
     for d in (ents, lang_en / "wiki_pages" / "lang=en", wd):
@@ -375,6 +377,8 @@ def _stage_inputs(root: Path) -> tuple[Path, Path, Path]:
                   "lang": ["en"] * 4 + ["de"] * 2,
                   "title": ["Alpha", "Beta", "Gamma", "Epsilon", "Gamma", "Beta (Buchstabe)"]}).write_parquet(
         wd / "wikidata_sitelinks.parquet")
+    pl.DataFrame({"lang": ["en"], "title": ["Beta"], "entity": ["Q2"], "qid": ["Q2"]}).write_parquet(
+        ents / "entity_link_titles.parquet")
     pl.DataFrame({"title": ["Alpha", "Alpha (letter)"], "is_redirect": [False, True],
                   "redirect_to": [None, "Alpha"]}).write_parquet(lang_en / "wiki_pages" / "lang=en" / "p.parquet")
     return ents, lang_en, wd
@@ -411,6 +415,45 @@ def test_an_entity_without_a_page_in_the_dump_gets_the_vector_of_its_sitelink_ti
     alone.mkdir()
     build_entity_vectors(settings, None, ents, lang_en, alone)
     assert pl.read_parquet(alone / "entity_vectors.parquet")["entity"].to_list() == ["Q1", "Q6"]
+
+
+@needs_w2v
+def test_an_entity_keyed_by_a_linked_title_without_page_or_qid_gets_the_vector_of_that_title(
+        trained: tuple[Path, Path], tmp_path: Path) -> None:
+    """``corpora.entities.unlinked_titles: title``: a linked title with neither a page nor a QID is the entity
+    ``<lang>:<title>`` (``entity_link_titles``, null ``qid``); Wikipedia2Vec knows link targets by title, so it gets
+    that title's vector — in the vector language only, in the vocabulary only. The rows of the other entities stay."""
+    from pipelines.wikipedia.entity_vectors import build_entity_vectors, vocabulary_titles
+
+    _dump, model_path = trained
+    ents, lang_en, wd = _stage_inputs(tmp_path)
+    base, _ = vocabulary_titles(ents, "en", wd)
+    keys = ["Q1", "Q2", "Q3", "Q5", "Q6", "Q7", "de:Zeppelin", "en:Zygote", "en:Zebra crossing", "en:Nowhere",
+            "de:Zither"]
+    pl.DataFrame({"entity": keys, "in_vocab": [k not in ("Q5", "en:Zebra crossing") for k in keys]}).write_parquet(
+        ents / "entities.parquet")
+    pl.DataFrame({"lang": ["en", "en", "en", "en", "de"],
+                  "title": ["Beta", "Nowhere", "Zebra crossing", "Zygote", "Zither"],
+                  "entity": ["Q2", "en:Nowhere", "en:Zebra crossing", "en:Zygote", "de:Zither"],
+                  "qid": ["Q2", None, None, None, None]}).write_parquet(ents / "entity_link_titles.parquet")
+    titles, counts = vocabulary_titles(ents, "en", wd)
+    assert titles.rows() == sorted([*base.rows(), ("en:Nowhere", "Nowhere"), ("en:Zygote", "Zygote")])
+    assert counts["titles_from_link_titles"] == 2 and counts["titles_from_pages"] == 2
+    assert ("de:Zither", "Zither") in vocabulary_titles(ents, "de", wd)[0].rows()  # a title of its own language
+
+    out = tmp_path / "vec"
+    out.mkdir()
+    result = build_entity_vectors(EntityVectorSettings(mode="pretrained", pretrained=model_path, dim=DIM), None, ents,
+                                  lang_en, out, wd)
+    df = pl.read_parquet(out / "entity_vectors.parquet")
+    assert df.select("entity", "title").rows() == [("Q1", "Alpha"), ("Q2", "Beta"), ("Q6", "Delta"),
+                                                   ("en:Zygote", "Zygote")]  # "Nowhere" is no model entity
+    zygote = np.asarray(df.filter(pl.col("entity") == "en:Zygote")["vector"].to_list()[0], dtype=np.float32)
+    np.testing.assert_array_equal(zygote, load_pretrained(model_path).get_entity_vector("Zygote"))
+    assert result.stats["missing"] == 1 and result.stats["titles_from_link_titles"] == 2
+    (ents / "entity_link_titles.parquet").unlink()  # an entities artifact without it: an error that names it
+    with pytest.raises(FileNotFoundError, match=r"entity_link_titles table is missing: .*entity_link_titles\.parquet"):
+        vocabulary_titles(ents, "en", wd)
 
 
 def test_stage_titles_name_the_file_of_a_bad_or_missing_table(tmp_path: Path,

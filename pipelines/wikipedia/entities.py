@@ -13,7 +13,14 @@ Entity identity (EASE, seed paper §3.1; docs methods §4.4):
   Wikipedia2Vec counts every linked title, and EASE keeps a link whose target has an English counterpart whether or
   not that page was processed (docs methods §4.4). A partial dump lacks most linked pages (the English sample: 22,107
   of its 22,216 links), so a page-only key drops most links. Such an entity may have no page in any configured dump
-  (``n_languages`` 0). A linked title without a page and without a sitelink has no entity, as before.
+  (``n_languages`` 0). A linked title without a page and without a sitelink has no entity, as before — unless
+  ``unlinked_titles: title``.
+* **``unlinked_titles: title``** (EASE's monolingual setting, which needs no Wikidata): every other linked title the
+  dump has no page for — no sitelink, or no Wikidata dump at all — is the entity ``<lang>:<title>`` (the same key a
+  page of that title would have), keyed by its normalised title, counted like the others and written to
+  ``entity_link_titles`` with a null ``qid``; ``entity_vectors`` looks it up in Wikipedia2Vec by that title, which
+  knows link targets by title. The English sample without Wikidata: its vocabulary (> 10 links) was the 2 linked
+  entities whose page is in the sample (Angola, Aristotle), of the 15 link targets linked more than 10 times.
 
 The vocabulary keeps entities linked **more than** ``min_link_count`` times, counted over all configured languages
 (EASE: Wikipedia2Vec's link count ``> 10``) — links to its page and links to its sitelink title where the dump has no
@@ -26,12 +33,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from contract import StageResult
+from pipelines.key_defaults import KeyWhenSet
 from pipelines.wikipedia.artifact_tables import scan_table
 
 log = logging.getLogger("polysent.pipelines.entities")
@@ -39,7 +47,7 @@ STAGE_VERSION = "2"  # 2: a linked title without a page in the dump is the entit
 #   (entity_link_titles), its links counted; entities gain links_without_page, n_languages counts page languages
 
 
-class EntitySettings(BaseModel):
+class EntitySettings(KeyWhenSet):
     """Entity vocabulary and type source."""
 
     model_config = ConfigDict(extra="forbid")
@@ -48,6 +56,13 @@ class EntitySettings(BaseModel):
     types: Literal["auto", "wikidata", "infobox", "none"] = "auto"
     """entity types: Wikidata P31, the page's infobox templates, or none; auto = wikidata when a Wikidata dump is
     configured, else infobox"""
+    unlinked_titles: Literal["drop", "title"] = "drop"
+    """a linked title the dump has no page for and no Wikidata sitelink names (every such title without a Wikidata
+    dump): ``drop`` (default) gives it no entity; ``title`` makes it the entity ``<lang>:<title>``, keyed by its
+    normalised title, counted for the vocabulary and looked up in Wikipedia2Vec by that title (EASE's entities are
+    link targets; its monolingual English setting needs no Wikidata). Enters a cache key only when set"""
+    # added after configs were written: out of the dump (and cache keys) while at its default
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("unlinked_titles",)
 
     def type_source(self, has_wikidata: bool) -> str:
         if self.types == "auto":
@@ -78,16 +93,32 @@ def read_sitelinks(wikidata: Path) -> pl.DataFrame:
             .unique(["lang", "title"], keep="first", maintain_order=True))
 
 
-def linked_titles_without_page(languages: Mapping[str, Path], sitelinks: pl.DataFrame) -> pl.DataFrame:
-    """``lang``, ``title``, ``entity``, ``qid``: the titles linked anywhere in a language's dump (``wiki_page_targets``)
-    that have no page there but a sitelink to that language's Wikipedia; the entity is the sitelink's QID."""
-    linked = pl.concat([
+def titles_without_page(languages: Mapping[str, Path]) -> pl.DataFrame:
+    """``lang``, ``title``: the titles linked anywhere in a language's dump (``wiki_page_targets``) that have no page
+    there."""
+    return pl.concat([
         scan_table(path / "wiki_page_targets").filter(pl.col("target_page_id").is_null())
         .select(pl.lit(lang).alias("lang"), pl.col("target").alias("title")).unique().collect()
         for lang, path in sorted(languages.items())
     ])
-    return (linked.join(sitelinks, on=["lang", "title"], how="inner")
+
+
+def linked_titles_without_page(languages: Mapping[str, Path], sitelinks: pl.DataFrame) -> pl.DataFrame:
+    """``lang``, ``title``, ``entity``, ``qid``: the titles linked anywhere in a language's dump (``wiki_page_targets``)
+    that have no page there but a sitelink to that language's Wikipedia; the entity is the sitelink's QID."""
+    return (titles_without_page(languages).join(sitelinks, on=["lang", "title"], how="inner")
             .select("lang", "title", pl.col("qid").alias("entity"), "qid").sort("lang", "title"))
+
+
+def unlinked_title_entities(languages: Mapping[str, Path], link_titles: pl.DataFrame) -> pl.DataFrame:
+    """``lang``, ``title``, ``entity``, ``qid``: the titles linked anywhere in a language's dump that have no page
+    there and are not in ``link_titles`` (no sitelink names them), each the entity ``<lang>:<title>`` without a QID
+    (``unlinked_titles: title``). Empty titles are no entity."""
+    return (titles_without_page(languages).filter(pl.col("title").str.len_chars() > 0)
+            .join(link_titles.select("lang", "title"), on=["lang", "title"], how="anti")
+            .select("lang", "title", (pl.col("lang") + pl.lit(":") + pl.col("title")).alias("entity"),
+                    pl.lit(None, pl.Utf8).alias("qid"))
+            .sort("lang", "title"))
 
 
 def link_counts(languages: Mapping[str, Path], titles: pl.DataFrame, link_titles: pl.DataFrame) -> pl.DataFrame:
@@ -152,6 +183,11 @@ def build_entity_tables(settings: EntitySettings, languages: Mapping[str, Path],
     else:
         titles = articles.with_columns(pl.lit(None, pl.Utf8).alias("qid"))
         link_titles = pl.DataFrame(schema={"lang": pl.Utf8, "title": pl.Utf8, "entity": pl.Utf8, "qid": pl.Utf8})
+    by_title = 0
+    if settings.unlinked_titles == "title":
+        unlinked = unlinked_title_entities(languages, link_titles)
+        by_title = unlinked.height
+        link_titles = pl.concat([link_titles, unlinked]).sort("lang", "title")
     titles = titles.with_columns(
         pl.coalesce("qid", pl.col("lang") + pl.lit(":") + pl.col("title")).alias("entity"))
     counts = link_counts(languages, titles, link_titles)
@@ -173,11 +209,20 @@ def build_entity_tables(settings: EntitySettings, languages: Mapping[str, Path],
              "entities_without_page": without_page.height,
              "vocabulary_without_page": int(without_page["in_vocab"].sum()),
              "type_source": source, "types": int(types["type"].n_unique())}
+    if settings.unlinked_titles == "title":  # only then: a default run's stats stay as they were
+        keyed = entities.join(link_titles.filter(pl.col("qid").is_null()).select("entity").unique(), on="entity")
+        stats.update(linked_titles_keyed_by_title=by_title,
+                     links_keyed_by_title=int(keyed["link_count"].sum()),
+                     vocabulary_keyed_by_title=int(keyed["in_vocab"].sum()))
     log.info("entities: %d (vocabulary %d with > %d links; %d typed from %s); %d of %d articles mapped to a QID; "
-             "%d links to %d titles without a page counted by their Wikidata sitelink (%d entities have no page, %d "
-             "of them in the vocabulary)", entities.height, vocab, settings.min_link_count, typed_vocab, source,
-             stats["articles_with_qid"], titles.height, stats["links_without_page"], link_titles.height,
+             "%d links to %d titles without a page counted by their Wikidata sitelink or title (%d entities have no "
+             "page, %d of them in the vocabulary)", entities.height, vocab, settings.min_link_count, typed_vocab,
+             source, stats["articles_with_qid"], titles.height, stats["links_without_page"], link_titles.height,
              without_page.height, stats["vocabulary_without_page"])
+    if settings.unlinked_titles == "title":
+        log.info("entities: unlinked_titles: title — %d linked titles without a page or sitelink are entities "
+                 "<lang>:<title> (%d links; %d of them in the vocabulary)", by_title, stats["links_keyed_by_title"],
+                 stats["vocabulary_keyed_by_title"])
     return StageResult(
         tables={"entities": "entities.parquet", "entity_titles": "entity_titles.parquet",
                 "entity_link_titles": "entity_link_titles.parquet", "entity_types": "entity_types.parquet"},

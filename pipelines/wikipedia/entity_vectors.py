@@ -15,7 +15,9 @@ equal the encoder's hidden size (768 for BERT-base). This module
   ``min_entity_count`` times gets a vector, whether its page is in the dump or not — so taking titles from pages alone
   dropped every linked entity whose own page is absent (issue 51: trained on the English sample, the model has 11 of
   the EASE kit's 16 entities, but only 2 got their vector — of the 5 whose page is in the sample, the 2 linked at
-  least 5 times; "United States", "China" and 7 more have no page there. With sitelinks all 11 get theirs).
+  least 5 times; "United States", "China" and 7 more have no page there. With sitelinks all 11 get theirs). An
+  entity keyed by a linked title with neither a page nor a QID (``corpora.entities.unlinked_titles: title``, EASE's
+  monolingual setting without Wikidata) is looked up by that title (``entity_link_titles``).
 
 ``wikipedia2vec`` (optional extra ``entity-vectors``, pinned to 2.0.0: a binary manylinux wheel, no compiler) is
 imported inside functions, so this module imports without it. No torch, no prefect.
@@ -774,18 +776,24 @@ def vocabulary_titles(entities_dir: Path, language: str,
                       wikidata_dir: Path | None = None) -> tuple[pl.DataFrame, dict[str, int]]:
     """The title in ``language`` of each vocabulary entity: ``entity``, ``title``, sorted by entity; and counts.
 
-    A title comes from the entity's page in the dump (``entity_titles``) or, for an entity keyed by a QID whose page
-    the dump lacks, from its Wikidata sitelink to the ``<language>`` Wikipedia (``wikidata_sitelinks``). Why both:
+    A title comes from the entity's page in the dump (``entity_titles``), for an entity keyed by a QID whose page
+    the dump lacks from its Wikidata sitelink to the ``<language>`` Wikipedia (``wikidata_sitelinks``), and for an
+    entity keyed by a linked title of ``language`` without a page or a QID (``corpora.entities.unlinked_titles:
+    title``) from that title (``entity_link_titles`` rows without a ``qid``; there are none by default). Why all:
     Wikipedia2Vec's entities are link *targets* (every title linked at least ``min_entity_count`` times gets a vector,
     whether or not its page is in the dump), so a page-only lookup silently drops every linked entity whose own page is
     absent (module docstring). The page title wins where both exist (they agree: ``entities`` keys a page by the
     sitelink of its title).
-    ``<lang>:<title>`` keys (no QID) have no sitelink; those of ``language`` are pages and so already covered.
+    ``<lang>:<title>`` keys (no QID) have no sitelink; those of ``language`` are pages or linked titles.
     """
     vocab = _read_columns(entities_dir / "entities.parquet", ("entity", "in_vocab"), "entities").filter("in_vocab")
     pages = (_read_columns(entities_dir / "entity_titles.parquet", ("lang", "entity", "title"), "entity_titles")
              .filter(pl.col("lang") == language).select("entity", "title"))
-    frames = [vocab.select("entity").join(pages, on="entity", how="inner").with_columns(pl.lit(0).alias("source"))]
+    unlinked = (_read_columns(entities_dir / "entity_link_titles.parquet", ("lang", "title", "entity", "qid"),
+                              "entity_link_titles")
+                .filter((pl.col("lang") == language) & pl.col("qid").is_null()).select("entity", "title"))
+    frames = [vocab.select("entity").join(pages, on="entity", how="inner").with_columns(pl.lit(0).alias("source")),
+              vocab.select("entity").join(unlinked, on="entity", how="inner").with_columns(pl.lit(2).alias("source"))]
     sitelink_rows = 0
     if wikidata_dir is not None:
         links = (_read_columns(wikidata_dir / "wikidata_sitelinks.parquet", ("qid", "lang", "title"),
@@ -803,6 +811,8 @@ def vocabulary_titles(entities_dir: Path, language: str,
     counts = {"vocabulary": vocab.height, "vocabulary_with_title": titles.height,
               "titles_from_pages": int((titles["source"] == 0).sum()),
               "titles_from_sitelinks": int((titles["source"] == 1).sum()), "sitelinks_in_language": sitelink_rows}
+    if by_title := int((titles["source"] == 2).sum()):  # only then: a default run's stats stay as they were
+        counts["titles_from_link_titles"] = by_title
     return titles.select("entity", "title"), counts
 
 
@@ -826,6 +836,8 @@ def build_entity_vectors(settings: EntityVectorSettings, dump: Path | None, enti
     counts = {k: v for k, v in counts.items() if isinstance(v, int | float | str)}
     counts.update(title_counts, language=settings.language)
     log.info("entity vectors: %s of %d vocabulary entities with a %s title (%d from their page, %d from a Wikidata "
-             "sitelink; %d in the vocabulary)", counts.get("found", "?"), wanted.height, settings.language,
-             title_counts["titles_from_pages"], title_counts["titles_from_sitelinks"], title_counts["vocabulary"])
+             "sitelink, %d a linked title without page or QID; %d in the vocabulary)", counts.get("found", "?"),
+             wanted.height, settings.language, title_counts["titles_from_pages"],
+             title_counts["titles_from_sitelinks"], title_counts.get("titles_from_link_titles", 0),
+             title_counts["vocabulary"])
     return StageResult(tables={"entity_vectors": "entity_vectors.parquet"}, stats=counts)

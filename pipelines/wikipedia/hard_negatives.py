@@ -10,7 +10,7 @@ EASE (seed paper §3.2–3.3; docs methods §4.4, ``build_type_hardnegative_data
 2. **Same-page exclusion**: for a sentence of page p, drop every candidate linked anywhere on p (including links of
    sentences the length filter removed) and p's own subject, the entity p is about (EASE's ``origin_entity``; the
    entity key is shared by every language's page of one Wikidata item). Pairs left without a candidate are counted
-   and dropped (``all_candidates_linked_on_page``, which counts both causes).
+   and dropped (``all_candidates_linked_on_page``, which counts both causes) — unless ``without_negative: keep``.
 3. **One negative** per pair, drawn once (EASE draws ``random.sample(candidates, 1)`` when the dataset is built and
    never resamples); the candidates are kept too.
 4. **Sampling**: at most ``max_pairs_per_entity`` pairs per positive entity (default 10,000), then at most
@@ -23,7 +23,18 @@ A link's entity is that of its target page (``entity_titles``) or, when the dump
 the target's Wikidata sitelink title (``entity_link_titles``, from the ``entities`` stage): EASE keeps a link to any
 entity of its vocabulary, whether or not the target's page is in the processed dump. The same holds for the
 same-page exclusion (every title linked on the page) and the types (Wikidata P31 of the QID, page or not). A link
-whose target has neither a page nor a sitelink is dropped as ``link_target_missing``.
+whose target has neither a page nor a sitelink is dropped as ``link_target_missing`` (unless the ``entities`` stage
+keyed it by its title: ``corpora.entities.unlinked_titles: title``).
+
+``without_negative: keep`` (EASE's monolingual English setting without Wikidata, where most linked entities have no
+page and so no infobox type): a pair whose positive has no type-based hard negative — no type, no other vocabulary
+entity of its type, or every candidate linked on the sentence's page — is kept with a null ``negative`` and empty
+``candidates`` (``type``: the chosen type, or null without one), sampled like the others, counted in the stats as
+``pairs_without_negative``; the drop reasons ``positive_without_type_candidates`` and
+``all_candidates_linked_on_page`` are then 0. The ``ease`` objective reads a null ``negative`` as "no hard negative"
+(``models.training.corpus_tables.load_entity_pairs``): with its ``hard_negatives: true`` such rows are dropped when
+training loads them (logged), with ``hard_negatives: false`` every row trains without hard negatives; it has no mode
+that mixes rows with and without one.
 """
 
 from __future__ import annotations
@@ -32,12 +43,14 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import ClassVar, Literal
 
 import numpy as np
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from contract import StageResult
+from pipelines.key_defaults import KeyWhenSet
 from pipelines.seeded_hash import seeded_hash, splitmix64
 from pipelines.wikipedia.artifact_tables import scan_shards, scan_table
 
@@ -49,7 +62,7 @@ STAGE_VERSION = "7"  # 4: every draw of an entity is a column of its row (no pos
 #   such titles linked on a page are excluded from its hard negatives too
 
 
-class HardNegativeSettings(BaseModel):
+class HardNegativeSettings(KeyWhenSet):
     """Hard-negative candidates and sampling of EASE pairs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -63,6 +76,14 @@ class HardNegativeSettings(BaseModel):
     """EASE uses random.seed(42)"""
     pages_per_chunk: int = Field(200_000, ge=1, exclude=True)
     """pages whose pairs are built at once (memory; never changes the output)"""
+    without_negative: Literal["drop", "keep"] = "drop"
+    """a pair whose positive entity has no type-based hard negative (no type, no other vocabulary entity of its type,
+    or every candidate linked on the sentence's page): ``drop`` (default; EASE's dataset_sampler) or ``keep`` it with
+    a null ``negative`` and empty ``candidates`` — the ``ease`` objective drops such rows while its
+    ``hard_negatives`` is true and trains on all rows without hard negatives when it is false. Enters a cache key only
+    when set"""
+    # added after configs were written: out of the dump (and cache keys) while at its default
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("without_negative",)
 
     @field_validator("max_pairs_per_language")
     @classmethod
@@ -178,7 +199,10 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
                 "ease_drop_counts": "ease_drop_counts.parquet"},
         stats={"pairs": result.height, "per_language": {lang: int((result["lang"] == lang).sum()) if result.height
                                                         else 0 for lang in languages},
-               "links_to_entities_without_page": by_sitelink, "drops": drops},
+               "links_to_entities_without_page": by_sitelink, "drops": drops,
+               **({"pairs_without_negative": {lang: int(((result["lang"] == lang) & result["negative"].is_null())
+                                                         .sum()) if result.height else 0 for lang in languages}}
+                  if settings.without_negative == "keep" else {})},
     )
 
 
@@ -258,7 +282,8 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
     targets_lf = scan_table(path / "wiki_page_targets").select("page_id", "target", "target_page_id")
     bounds = links_lf.select(pl.col("page_id").min().alias("lo"), pl.col("page_id").max().alias("hi"),
                              pl.len().alias("n")).collect().row(0, named=True)
-    n = {"links": 0, "missing": 0, "by_sitelink": 0, "pairs": 0, "in_vocab": 0, "with_cands": 0, "kept": 0}
+    n = {"links": 0, "missing": 0, "by_sitelink": 0, "pairs": 0, "in_vocab": 0, "with_cands": 0, "kept": 0,
+         "without_negative": 0}
     per_entity: dict[str, int] = {}
     survivors: pl.DataFrame | None = None
     if bounds["n"]:
@@ -284,17 +309,25 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
     else:
         sampled = pl.DataFrame(schema=PAIR_SCHEMA)
     capped = sum(min(c, cap) for c in per_entity.values())
+    keep = settings.without_negative == "keep"  # then those pairs are kept (with no negative), not dropped
+    with_negative = n["kept"] - n["without_negative"]
     drops = [{"lang": lang, "stage": "hard_negatives", "reason": reason, "count": int(v)} for reason, v in (
         ("link_target_missing", n["missing"]),
         ("target_without_entity", n["links"] - n["missing"] - n["pairs"]),
         ("positive_not_in_vocabulary", n["pairs"] - n["in_vocab"]),
-        ("positive_without_type_candidates", n["in_vocab"] - n["with_cands"]),
-        ("all_candidates_linked_on_page", n["with_cands"] - n["kept"]),
+        ("positive_without_type_candidates", 0 if keep else n["in_vocab"] - n["with_cands"]),
+        ("all_candidates_linked_on_page", 0 if keep else n["with_cands"] - with_negative),
         ("over_entity_cap", n["kept"] - capped),
         ("over_language_quota", capped - sampled.height))]
-    log.info("%s: %d links (%d to a title without a page, keyed by its Wikidata sitelink) → %d pairs with hard "
-             "negatives → %d sampled (cap %d per entity, quota %d)", lang, n["links"], n["by_sitelink"], n["kept"],
-             sampled.height, cap, quota)
+    log.info("%s: %d links (%d to a title without a page, keyed by its Wikidata sitelink or title) → %d pairs with "
+             "hard negatives → %d sampled (cap %d per entity, quota %d)", lang, n["links"], n["by_sitelink"],
+             with_negative, sampled.height, cap, quota)
+    if keep:
+        log.info("%s: without_negative: keep — %d of those pairs have no type-based hard negative (%d of an untyped "
+                 "positive, %d whose type has no other entity or whose candidates are all linked on the page); %d of "
+                 "the %d sampled",
+                 lang, n["without_negative"], n["in_vocab"] - n["with_cands"], n["with_cands"] - with_negative,
+                 int(sampled["negative"].is_null().sum()) if sampled.height else 0, sampled.height)
     return sampled, drops, n["by_sitelink"]
 
 
@@ -326,12 +359,20 @@ def _chunk_pairs(settings: HardNegativeSettings, links: pl.DataFrame, page_targe
         .sort(*_KEY, "pos")
         .group_by(_KEY, maintain_order=True).agg(pl.col("candidate").alias("candidates")))
     kept = with_cands.drop("candidates").join(exploded, on=_KEY, how="inner")
+    if settings.without_negative == "keep":
+        # the pairs left without a candidate: their entity's chosen type (null without one), no candidates
+        bare = (in_vocab.join(kept.select(_KEY), on=_KEY, how="anti")
+                .join(cands.select("entity", "type"), on="entity", how="left")
+                .with_columns(pl.lit([], pl.List(pl.Utf8)).alias("candidates")))
+        n["without_negative"] += bare.height
+        kept = pl.concat([kept, bare.select(kept.columns)]).sort(_KEY)
     n["pairs"] += pairs.height
     n["in_vocab"] += in_vocab.height
     n["with_cands"] += with_cands.height
     n["kept"] += kept.height
     kept = kept.with_columns(_pair_hash(kept, settings.seed, "negative").alias("h_neg"),
                              _pair_hash(kept, settings.seed, "sample").alias("h"))
+    # no candidate (without_negative: keep): index 0 of an empty list, out of bounds → a null negative
     return kept.with_columns(pl.col("candidates").list.get(
-        (pl.col("h_neg") % pl.col("candidates").list.len().cast(pl.UInt64)).cast(pl.Int64),
+        (pl.col("h_neg") % pl.col("candidates").list.len().clip(lower_bound=1).cast(pl.UInt64)).cast(pl.Int64),
         null_on_oob=True).alias("negative")).drop("h_neg")
