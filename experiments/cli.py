@@ -6,6 +6,7 @@
     mechanism [QUESTION …] [--write]        each row's mechanism check (--write: into rows that lack it)
     prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)
     prepare me5_replication --all-languages add the all-language corpora to the prepared kit, in place
+    prepare me5_replication --ease-en       add EASE's monolingual English corpus to the prepared kit, in place
     pack-start KIT [--force]                multilingual-e5-small packed for the kit (GPU machine), when it changed
     carry [--out DIR] [--include-cpu-rows]  what the drain's pending rows read, ≤ 64 MiB, for the device tool
     gpu-drain --out DIR [--deadline S]      on a GPU machine: every pending GPU row, rows → DIR/rows.jsonl
@@ -170,7 +171,17 @@ def cmd_prepare(a: argparse.Namespace) -> int:
         print(f"kit {a.kit}: all-language corpora added in {stats['seconds']:.0f} s: {stats['bitext_all']['kept']} "
               f"bitext pairs ({stats['ntrex_languages']} NTREX languages), {stats['xnli_all']['groups']} XNLI groups "
               f"({len(stats['xnli_all']['languages'])} languages)")
-    if not (a.add_scoring_sets or a.all_languages):
+    if a.ease_en:
+        from experiments.kits import add_ease_en
+
+        if a.kit != "me5_replication":
+            raise SystemExit("--ease-en: only kit me5_replication has EASE's corpora")
+        stats = add_ease_en(data=a.data)
+        held = stats["held_out"]
+        print(f"kit {a.kit}: EASE's English corpus added in {stats['seconds']:.0f} s: {held['train']['rows']} "
+              f"training pairs, {held['held_out']['rows']} held-out pairs over {held['held_out_entities']} entities "
+              "(hard_negatives_en, entity_vectors_en, eval_entity_pairs_en)")
+    if not (a.add_scoring_sets or a.all_languages or a.ease_en):
         m = prepare(a.kit, a.data)
         print(f"kit {a.kit}: built in {m['build_seconds']:.0f} s; stats {m['stats']}")
     if a.pack_start:
@@ -261,6 +272,10 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     pr.add_argument("--all-languages", action="store_true",
                     help="add the all-language corpora (bitext_pairs_all, xnli_groups_all, xnli_single_pairs_all) "
                          "to the prepared kit in place (experiments.kits.all_language_corpora)")
+    pr.add_argument("--ease-en", action="store_true",
+                    help="add EASE's monolingual English corpus (hard_negatives_en, entity_vectors_en and the held-out "
+                         "eval_entity_pairs_en; configs/examples/shared-data-ease-en.yaml) to the prepared kit in "
+                         "place (experiments.kits.ease_en_corpus; ~2 min, ~5.4 GB: it trains Wikipedia2Vec)")
     pr.set_defaults(fn=cmd_prepare)
     ps = sub.add_parser("pack-start", help="pack multilingual-e5-small for a GPU machine (when the kit changed)")
     ps.add_argument("kit", choices=("me5_replication",))

@@ -23,7 +23,9 @@ Figures (percent but for the movement; ``entity_figures``):
 - ``entity_head_movement``: ‖W_trained − W_init‖_F / ‖W_init‖_F.
 
 Pairs: the kit's ``eval_entity_pairs`` (report tables), every 5th page of each language held out of the training pairs
-(``experiments.ease_corpus.hold_out_entity_pairs``); candidates: every entity that answers a held-out pair.
+(``experiments.ease_corpus.hold_out_entity_pairs``); a condition trained on another EASE corpus of the kit is scored on
+that corpus's held-out pairs (``ConditionSpec.witness_table``: ``hard_negatives_en`` → ``eval_entity_pairs_en``);
+candidates: every entity that answers a held-out pair.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def as_figures(w: RunWitness) -> dict[str, float]:
 
 
 def entity_figures(names: Sequence[str], settings: TrainSettings, trained: Path, model: Path, pairs: Path | None,
-                   tokenizer: Path | None, device: str, batch_size: int = 128) -> dict[str, float]:
+                   tokenizer: Path | None, device: str, batch_size: int = 128,
+                   table: str = "eval_entity_pairs") -> dict[str, float]:
     """Every ``entity_*`` figure of one trained run when ``names`` (the question's report figures) ask for any, else
     nothing.
 
@@ -99,11 +102,12 @@ def entity_figures(names: Sequence[str], settings: TrainSettings, trained: Path,
         settings: the run's ``TrainSettings`` (its seed and encoder settings rebuild the start encoder).
         trained: the run's training folder (holds ``model/`` and ``entity_head/``).
         model: the model the row is scored on (``trained/model``; an interpolated model's own folder).
-        pairs: the kit's held-out pairs (``kits.tables(kit, "report")["eval_entity_pairs"]``); None: the kit
-            predates the held-out split, an error saying to rebuild it.
+        pairs: the kit's held-out pairs (``kits.tables(kit, "report")[table]``); None: the kit lacks them, an
+            error saying how to add them.
         tokenizer: the kit's tokenizer for a random-init start (None for a pretrained start).
         device: where to embed (``cuda`` / ``cpu``).
         batch_size: the encoders' batch size.
+        table: the kit table ``pairs`` is (``ConditionSpec.witness_table``), named by the error.
 
     Returns:
         ``ENTITY_FIGURES`` by name (percent, the movement a fraction), or ``{}``.
@@ -111,9 +115,12 @@ def entity_figures(names: Sequence[str], settings: TrainSettings, trained: Path,
     if not asks_for_witness(names):
         return {}
     if pairs is None or not Path(pairs).exists():
+        from experiments.kits import ADDED_BY
+
+        how = (f"add them: `python -m experiments prepare me5_replication {ADDED_BY[table]}`" if table in ADDED_BY
+               else "rebuild it: `python -m experiments prepare me5_replication`")
         raise FileNotFoundError(f"entity figures {[n for n in names if family(n) == 'entity']} need the kit's "
-                                "held-out pairs eval_entity_pairs, which this kit does not have; rebuild it: "
-                                "`python -m experiments prepare me5_replication`")
+                                f"held-out pairs {table}, which this kit does not have; {how}")
     from models.encoder import SentenceEncoder
     from models.evaluation.entity_retrieval import witness_run
 

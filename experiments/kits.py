@@ -29,6 +29,11 @@ Kits:
   ``bitext_pairs_all`` (the same bitext stage over NTREX-128's training documents in all its languages) and
   ``xnli_groups_all`` / ``xnli_single_pairs_all`` (XNLI's groups in all 15 languages); a condition trains on them
   by naming them in its ``corpora`` (``experiments.question.ConditionSpec``).
+  **EASE's monolingual English corpus** (``prepare me5_replication --ease-en``, added in place):
+  ``hard_negatives_en`` / ``entity_vectors_en`` from the English sample alone
+  (``configs/examples/shared-data-ease-en.yaml``: link targets as entities, infobox types, no hard negative) and
+  their held-out pairs ``eval_entity_pairs_en`` (report), which the witness of a condition trained on them scores
+  (``ConditionSpec.witness_table``).
 - ``random_init_bitext`` — VMSST's random-init comparison: en/es-pivot pairs (equal quotas of 4,000 per pivot and
   language) from NTREX-128's training documents in en es de fr ru it pt nl tr and Multi30k en de fr cs; a 4,000-piece
   BPE tokenizer trained on them (``models.training.tokenizer``). Report sets: Tatoeba on the 8 trained languages Tatoeba
@@ -52,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.caption_sts import CAPTION_SETS
-from experiments.paths import KITS, SHARED
+from experiments.paths import KITS, REPO, SHARED
 from experiments.topic_sets import TOPIC_SETS
 from pipelines.ntrex_documents import HELD_OUT_EVERY  # every 5th NTREX document is held out of training (xSIM)
 
@@ -90,10 +95,19 @@ BITEXT_QUOTA = 3000  # kit me5_replication's bitext: pairs per (pivot, language)
 # Kit me5_replication's all-language training corpora (``all_language_corpora``), added to a prepared kit by
 # ``add_all_language_corpora``; a condition trains on them by naming them in its ``corpora``
 ALL_LANGUAGE_TABLES = ("bitext_pairs_all", "xnli_groups_all", "xnli_single_pairs_all")
+# Kit me5_replication's EASE corpus of the monolingual English setting (``ease_en_corpus``), added to a prepared kit
+# by ``add_ease_en``: its training tables, the config that builds them and the held-out pairs its witness scores
+EASE_EN_TABLES = ("hard_negatives_en", "entity_vectors_en")
+EASE_EN_CONFIG = REPO / "configs" / "examples" / "shared-data-ease-en.yaml"
+EASE_EN_WITNESS = "eval_entity_pairs_en"
 # The training tables a kit can hold: what a condition's ``corpora`` may name (``experiments.question``)
 TRAIN_TABLES = {"me5_replication": ("xnli_groups", "xnli_single_pairs", "nli_triples", "bitext_pairs", "entity_vectors",
-                                    "hard_negatives", *ALL_LANGUAGE_TABLES),
+                                    "hard_negatives", *ALL_LANGUAGE_TABLES, *EASE_EN_TABLES),
                 "random_init_bitext": ("bitext_pairs",)}
+# how a table added after a kit's first build is added (`prepare me5_replication <flag>`): what the error says where a
+# condition names one the kit lacks (its ``corpora``, its witness's held-out pairs)
+ADDED_BY = {**{t: "--all-languages" for t in ALL_LANGUAGE_TABLES},
+            **{t: "--ease-en" for t in (*EASE_EN_TABLES, EASE_EN_WITNESS)}}
 
 
 def kit_dir(kit: str, root: Path | None = None) -> Path:
@@ -447,6 +461,72 @@ def add_all_language_corpora(root: Path | None = None, data: Path = SHARED) -> d
     log.info("kit %s: all-language corpora added in %.0f s (%d pairs, %d groups) under %s", kit,
              built["stats"]["seconds"], built["stats"]["bitext_all"]["kept"], built["stats"]["xnli_all"]["groups"],
              final)
+    return built["stats"]
+
+
+def ease_en_corpus(data: Path, work: Path, config: Path = EASE_EN_CONFIG) -> dict[str, Any]:
+    """EASE's monolingual English corpus, built under ``work`` (which must not hold ``ease-en-build``, ``train`` or
+    ``report`` yet) by ``experiments.ease_corpus.prepare_ease`` with ``config`` (default
+    ``configs/examples/shared-data-ease-en.yaml``: the English sample alone, no Wikidata, link targets keyed by title,
+    infobox types, pairs without a hard negative kept; Wikipedia2Vec trained on the same dump at 768 dimensions with
+    one worker, so the vectors are reproducible), then split as the multilingual corpus is
+    (``experiments.ease_corpus.hold_out_entity_pairs``: every 5th page held out whole):
+
+    - ``hard_negatives_en`` (``train/hard_negatives``): the training pairs, hive-partitioned by ``lang``;
+    - ``entity_vectors_en`` (``train/entity_vectors.parquet``): the entities' Wikipedia2Vec vectors;
+    - ``eval_entity_pairs_en`` (``report/eval_entity_pairs.parquet``): the held-out pairs, the retrieval witness's.
+
+    No pair has a hard negative (the sample's 2 entities with a page are each alone in their infobox type), so an
+    ``ease`` objective trains on them with ``hard_negatives: false``. Returns ``train`` and ``report`` (table name →
+    path under ``work``) and ``stats`` (the held-out split's counts and the seconds)."""
+    from experiments.ease_corpus import hold_out_entity_pairs, prepare_ease
+
+    t0 = time.perf_counter()
+    built = prepare_ease(data, work / "ease-en-build", config=config)
+    (work / "train").mkdir()
+    train = {"hard_negatives_en": work / "train" / "hard_negatives",
+             "entity_vectors_en": work / "train" / built["entity_vectors"].name}
+    built["entity_vectors"].rename(train["entity_vectors_en"])
+    report = {EASE_EN_WITNESS: work / "report" / "eval_entity_pairs.parquet"}
+    held_out = hold_out_entity_pairs(built["hard_negatives"], train["hard_negatives_en"], report[EASE_EN_WITNESS])
+    shutil.rmtree(work / "ease-en-build")
+    return {"train": train, "report": report,
+            "stats": {"config": str(config.relative_to(REPO)) if config.is_relative_to(REPO) else str(config),
+                      "held_out": held_out, "seconds": round(time.perf_counter() - t0, 1)}}
+
+
+def add_ease_en(root: Path | None = None, data: Path = SHARED, config: Path = EASE_EN_CONFIG) -> dict[str, Any]:
+    """Add EASE's monolingual English corpus (``ease_en_corpus``) to the prepared kit ``me5_replication`` under
+    ``root`` in place, as ``add_all_language_corpora`` adds its tables: built beside the kit's tables under a
+    temporary name, renamed to ``ease_en/``, then ``add_tables`` replaces the manifest atomically with the training
+    tables ``hard_negatives_en`` and ``entity_vectors_en`` and the report table ``eval_entity_pairs_en``. No other
+    table changes, so rows that do not read them keep their hashes; a kit that already holds them is an error. The
+    packed start no longer matches the manifest afterwards (``pack-start`` repacks it). Needs only the English
+    sample ``<data>/wikipedia/enwiki-sample.xml.bz2`` (its absence: ``FileNotFoundError`` naming it). Returns the
+    stats."""
+    kit = "me5_replication"
+    base = kit_dir(kit, root)
+    manifest = load_manifest(kit, root)
+    held = sorted({*EASE_EN_TABLES, EASE_EN_WITNESS} & {n for t in manifest["tables"].values() for n in t})
+    if held:
+        raise ValueError(f"{base / 'manifest.json'}: kit {kit!r} already holds {', '.join(held)}; prepare the kit "
+                         "again to rebuild them")
+    work, final = base / ".ease_en.building", base / "ease_en"
+    for stale in (work, final):  # left by an earlier add that stopped before the manifest named them
+        if stale.exists():
+            shutil.rmtree(stale)
+    work.mkdir()
+    try:
+        built = ease_en_corpus(data, work, config)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    work.rename(final)
+    moved = {which: {name: final / p.relative_to(work) for name, p in built[which].items()}
+             for which in ("train", "report")}
+    add_tables(kit, moved, {"ease_en": built["stats"]}, root)
+    log.info("kit %s: EASE's English corpus added in %.0f s (%s) under %s", kit, built["stats"]["seconds"],
+             built["stats"]["held_out"], final)
     return built["stats"]
 
 

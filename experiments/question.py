@@ -12,8 +12,9 @@ validated by the same code that trains it. What a question holds:
 - ``scales``: each scale's steps, batch multiplier, precision and where its rows run (``cpu``: ``experiment run``
   here; ``gpu``: the GPU drain), with a cost estimate per run until the ledger has measured rows;
 - ``conditions``: name, objectives, the seeds and scales it runs at, and optionally ``corpora``: which kit table
-  feeds an objective's table (``bitext_pairs: bitext_pairs_all``, the kit's all-language corpora), which the rows'
-  hashes then name;
+  feeds an objective's table (``bitext_pairs: bitext_pairs_all``, the kit's all-language corpora;
+  ``hard_negatives: hard_negatives_en``, EASE's English corpus, whose held-out pairs its witness then scores:
+  ``ConditionSpec.witness_table``), which the rows' hashes then name;
 - ``evaluation``: the figures (``experiments.figures``) on the ``report`` sets, and on the ``decision`` sets when a
   rule selects among conditions;
 - ``comparisons`` (claims: A beats B, or A is at least B, on these figures), ``keeps`` (claims: a condition stays
@@ -101,15 +102,25 @@ class ConditionSpec:
         """The kit tables the condition reads after ``corpora``'s mapping, sorted: what its rows' hashes cover."""
         return tuple(sorted({self.kit_table(t) for t in self.objective_table_names()}))
 
+    def witness_table(self) -> str:
+        """The kit's held-out (sentence, entity) pairs that EASE's retrieval witness scores this condition on
+        (``experiments.entity_witness``): those split off the corpus it trains on — ``eval_entity_pairs`` plus the
+        suffix of the kit table that feeds ``hard_negatives`` (``hard_negatives_en`` → ``eval_entity_pairs_en``;
+        none for the kit's own ``hard_negatives``). Not hashed apart: ``corpora`` already names the mapping."""
+        return "eval_entity_pairs" + self.kit_table("hard_negatives").removeprefix("hard_negatives")
+
     def corpus_paths(self, tables: dict[str, Path]) -> dict[str, Path]:
         """The kit's training tables (``experiments.kits.tables(kit, "train")``) as the objectives read them: each
         objective table given the path of the kit table that feeds it. A kit without that table is an error saying
         how to add it."""
+        from experiments.kits import ADDED_BY
+
         absent = sorted(k for k in (self.corpora or {}).values() if k not in tables)
         if absent:
+            flags = " ".join(sorted({ADDED_BY.get(k, "--all-languages") for k in absent}))
             raise FileNotFoundError(f"condition {self.name!r}: its corpora name {', '.join(absent)}, which the "
-                                    "prepared kit does not hold; the all-language tables are added by `python -m "
-                                    "experiments prepare me5_replication --all-languages`")
+                                    "prepared kit does not hold; they are added by `python -m experiments prepare "
+                                    f"me5_replication {flags}`")
         return {**tables, **{t: tables[k] for t, k in (self.corpora or {}).items()}}
 
 
@@ -324,11 +335,19 @@ def _check_references(q: Question, path: Path) -> None:
         raise ValueError("\n".join(f"{path}: {p}" for p in problems))
 
 
+# tables an objective reads together, which name each other's rows: both come from the same variant of the kit
+_READ_TOGETHER = {("xnli_groups", "xnli_single_pairs"): "the single pairs name their texts by group",
+                  ("hard_negatives", "entity_vectors"): "the pairs name their entities as the vectors' table keys "
+                                                        "them (QIDs in the multilingual corpus, en:<title> in the "
+                                                        "English one)"}
+
+
 def _corpora_problems(q: Question, c: ConditionSpec) -> list[str]:
     """What is wrong with condition ``c``'s ``corpora``: a key no objective of it reads, a value the kit cannot hold
     (``experiments.kits.TRAIN_TABLES``) or that holds other rows than the key's table (a table or one of its
     variants: ``bitext_pairs`` → ``bitext_pairs_all``), and tables read together — XNLI's single pairs name their
-    texts by group — fed from different variants. Checked on load, whether the kit is prepared here or not."""
+    texts by group, EASE's pairs their entities by the vectors' keys (``_READ_TOGETHER``) — fed from different
+    variants. Checked on load, whether the kit is prepared here or not."""
     if not c.corpora:
         return []
     from experiments.kits import TRAIN_TABLES
@@ -345,13 +364,13 @@ def _corpora_problems(q: Question, c: ConditionSpec) -> list[str]:
         elif kit_table != table and not kit_table.startswith(f"{table}_"):
             out.append(f"{where}: {kit_table!r} holds other rows than {table!r}; expected {table!r} or one of its "
                        f"variants ({', '.join(k for k in known if k.startswith(f'{table}_')) or 'none'})")
-    if {"xnli_groups", "xnli_single_pairs"} <= set(reads):
-        variant = {t: c.kit_table(t).removeprefix(t) for t in ("xnli_groups", "xnli_single_pairs")}
-        if len(set(variant.values())) > 1:
-            out.append(f"conditions.{c.name}.corpora: xnli_groups is fed from {c.kit_table('xnli_groups')!r} but "
-                       f"xnli_single_pairs from {c.kit_table('xnli_single_pairs')!r}; the single pairs name their "
-                       "texts by group, so both come from the same variant")
+    for (first, second), why in _READ_TOGETHER.items():
+        if {first, second} <= set(reads) and c.kit_table(first).removeprefix(first) != \
+                c.kit_table(second).removeprefix(second):
+            out.append(f"conditions.{c.name}.corpora: {first} is fed from {c.kit_table(first)!r} but {second} from "
+                       f"{c.kit_table(second)!r}; {why}, so both come from the same variant")
     return out
+
 
 
 def questions() -> list[str]:

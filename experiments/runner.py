@@ -217,10 +217,11 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     decision, decision_s = score(q, model, "decision", q.evaluation.decision, folder / "decision",
                                  key.file_name(), eval_device)
     steps = pq.read_table(trained.parent / record["train_steps"]).to_pydict()
-    # EASE's retrieval witness (experiments.entity_witness): the run's entity head on the kit's held-out pairs
+    # EASE's retrieval witness (experiments.entity_witness): the run's entity head on the kit's held-out pairs of
+    # the corpus it trained on (ConditionSpec.witness_table)
     witness = entity_figures(() if condition.decision_only else q.evaluation.report, settings, trained, model,
-                             kits.tables(q.kit, "report").get("eval_entity_pairs"), tokenizer, eval_device,
-                             q.evaluation.batch_size)
+                             kits.tables(q.kit, "report").get(condition.witness_table()), tokenizer, eval_device,
+                             q.evaluation.batch_size, table=condition.witness_table())
     metrics = {**report, **witness, **{f"decision.{k}": v for k, v in decision.items()},
                **{f"final.{k}": v for k, v in final.items()},
                **train_figures(steps, q.evaluation.train_curves)}
