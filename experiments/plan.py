@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.figures import on_report_sets
+from experiments.figures import on_report_sets, scored_by_suite
 from experiments.ledger import RowKey, read_rows, row_key
 from experiments.question import ConditionSpec, Question
 
@@ -107,9 +107,12 @@ def plan(q: Question, rows: list[dict[str, Any]] | None = None, *, against_kit: 
         key = RowKey("start", 0, 0)
         start = ConditionSpec(name="start", objectives=())
         ev = [_cost(r) for r in rows if r["condition"] == "start"]
-        need = {*(x for x in q.evaluation.report if not x.startswith("train.")),
-                *(f"decision.{x}" for x in q.evaluation.decision),
-                *((f"final.{x}" for x in q.evaluation.final) if any(c.final for c in q.conditions) else ())}
+        # the start's row holds what the evaluation suite scores: no train.* figure (no training) and no entity_*
+        # one (the witness scores a trained run against its own start)
+        need = {*(x for x in q.evaluation.report if scored_by_suite(x)),
+                *(f"decision.{x}" for x in q.evaluation.decision if scored_by_suite(x)),
+                *((f"final.{x}" for x in q.evaluation.final if scored_by_suite(x))
+                  if any(c.final for c in q.conditions) else ())}
         row = done.get(key)
         same = row is not None and row.get("trained_hash") == start_hash(q)
         state = "pending" if row is None else ("done" if same and need <= set(row["metrics"]) else "stale")

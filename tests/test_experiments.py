@@ -879,3 +879,18 @@ def test_a_rows_teacher_ids_are_resolved_as_polysent_run_resolves_them() -> None
     hub = replace(c, objectives=(replace(c.objectives[0], teacher="sentence-transformers/all-MiniLM-L6-v2"),))
     assert resolve_teachers(q.train_settings(hub, 13, 1, start="/start", device="cpu"), q.start,
                             "/start").objectives[0].teacher == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_the_starts_row_is_done_without_the_figures_only_a_trained_run_has() -> None:
+    """The start's row holds what the evaluation suite scores; the entity witness and train.* figures belong to
+    trained runs, so a question reporting them (ease) does not plan its start again on every run."""
+    from experiments.figures import scored_by_suite
+
+    q = load_question("ease")
+    assert [f for f in q.evaluation.report if not scored_by_suite(f)]  # the question reports such a figure
+    rows = [r for r in read_rows(q.results) if r["condition"] == "start"]
+    if not rows:
+        pytest.skip("ease: no start row in the ledger yet")
+    (start,) = [p for p in plan(q, rows, against_kit=False) if p.key.condition == "start"]
+    assert start.state == "done", start.why
+    assert not any(k.startswith("entity_") for k in rows[0]["metrics"])
