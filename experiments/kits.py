@@ -431,6 +431,24 @@ def all_language_corpora(data: Path, work: Path) -> dict[str, Any]:
                                         "seconds": round(time.perf_counter() - t0, 1)}}
 
 
+def _refuse_held(base: Path, kit: str, held: list[str]) -> None:
+    """An in-place add refuses a kit that already holds its tables (a table's bytes never change under a row)."""
+    if held:
+        raise ValueError(f"{base / 'manifest.json'}: kit {kit!r} already holds {', '.join(held)}; prepare the kit "
+                         "again to rebuild them")
+
+
+def _fresh_build_dir(base: Path, name: str) -> tuple[Path, Path]:
+    """(``base/.<name>.building``, ``base/<name>``) for an in-place add: both removed if an earlier add stopped
+    before the manifest named them, the building folder made anew."""
+    work, final = base / f".{name}.building", base / name
+    for stale in (work, final):
+        if stale.exists():
+            shutil.rmtree(stale)
+    work.mkdir()
+    return work, final
+
+
 def add_all_language_corpora(root: Path | None = None, data: Path = SHARED) -> dict[str, Any]:
     """Add the all-language corpora (``all_language_corpora``) to the prepared kit ``me5_replication`` under ``root``
     in place, without rebuilding its other tables (a rebuild could change the bytes of tables rows have read, such as
@@ -442,18 +460,12 @@ def add_all_language_corpora(root: Path | None = None, data: Path = SHARED) -> d
     kit = "me5_replication"
     base = kit_dir(kit, root)
     held = sorted(set(load_manifest(kit, root)["tables"].get("train", {})) & set(ALL_LANGUAGE_TABLES))
-    if held:
-        raise ValueError(f"{base / 'manifest.json'}: kit {kit!r} already holds {', '.join(held)}; prepare the kit "
-                         "again to rebuild them")
+    _refuse_held(base, kit, held)
     missing = missing_inputs(kit, data)
     if missing:
         raise FileNotFoundError(f"kit {kit}: the shared data is absent: {', '.join(map(str, missing))} (--data or "
                                 "POLYSENT_SHARED_DATA)")
-    work, final = base / ".all_languages.building", base / "all_languages"
-    for stale in (work, final):  # left by an earlier add that stopped before the manifest named them
-        if stale.exists():
-            shutil.rmtree(stale)
-    work.mkdir()
+    work, final = _fresh_build_dir(base, "all_languages")
     built = all_language_corpora(data, work)
     work.rename(final)
     tables = {name: final / p.relative_to(work) for name, p in built["tables"].items()}
@@ -508,14 +520,8 @@ def add_ease_en(root: Path | None = None, data: Path = SHARED, config: Path = EA
     base = kit_dir(kit, root)
     manifest = load_manifest(kit, root)
     held = sorted({*EASE_EN_TABLES, EASE_EN_WITNESS} & {n for t in manifest["tables"].values() for n in t})
-    if held:
-        raise ValueError(f"{base / 'manifest.json'}: kit {kit!r} already holds {', '.join(held)}; prepare the kit "
-                         "again to rebuild them")
-    work, final = base / ".ease_en.building", base / "ease_en"
-    for stale in (work, final):  # left by an earlier add that stopped before the manifest named them
-        if stale.exists():
-            shutil.rmtree(stale)
-    work.mkdir()
+    _refuse_held(base, kit, held)
+    work, final = _fresh_build_dir(base, "ease_en")
     try:
         built = ease_en_corpus(data, work, config)
     except BaseException:
