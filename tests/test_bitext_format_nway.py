@@ -86,3 +86,72 @@ def test_real_ntrex_three_languages(shared_data: Path) -> None:
                                        "des marionnettes\u00a0»")
     assert first["de"]["origin"] == "newstest2019-src.eng.txt"
     assert count_pairs(source, ["en"]) == {("en", "de"): 1997, ("en", "fr"): 1997}
+
+
+def ntrex_folder(tmp_path: Path) -> Path:
+    """A folder laid out as NTREX-128 publishes it: the English source, references, a second reference and the
+    dataset's own metadata files."""
+    d = tmp_path / "NTREX-128"
+    d.mkdir()
+    texts = {"newstest2019-src.eng.txt": ["Hello.", "Goodbye."],
+             "newstest2019-ref.deu.txt": ["Hallo.", "Tschüss."],
+             "newstest2019-ref.afr.txt": ["Hallo.", "Totsiens."],
+             "newstest2019-ref.spa.txt": ["Hola.", "Adiós."],
+             "newstest2019-ref-2.spa.txt": ["¡Hola!", "¡Adiós!"],
+             "newstest2019-ref.zho-CN.txt": ["你好。", "再见。"]}
+    for name, lines in texts.items():
+        (d / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (d / "LANGUAGES.tsv").write_text("afr Afrikaans\ndeu German\n", encoding="utf-8")
+    return d
+
+
+def test_an_ntrex_folder_as_published_in_every_language(tmp_path: Path) -> None:
+    """``layout: ntrex``: the named languages under their names, every other one under its NTREX code, the second
+    reference left out; the pairs are the pattern layout's."""
+    d = ntrex_folder(tmp_path)
+    source = NwaySource(format="nway", dir=d, layout="ntrex", languages={"en": "eng", "de": "deu", "es": "spa"},
+                        all_languages=True)
+    assert source.language_files() == {"en": d / "newstest2019-src.eng.txt", "de": d / "newstest2019-ref.deu.txt",
+                                       "es": d / "newstest2019-ref.spa.txt", "afr": d / "newstest2019-ref.afr.txt",
+                                       "zho-CN": d / "newstest2019-ref.zho-CN.txt"}
+    assert count_pairs(source, ["en", "es"]) == {("en", "afr"): 2, ("en", "de"): 2, ("en", "es"): 2,
+                                                 ("en", "zho-CN"): 2, ("es", "afr"): 2, ("es", "de"): 2,
+                                                 ("es", "zho-CN"): 2}
+    df = collect(source, pivots=["en"])
+    afr = df.filter(pl.col("tgt_lang") == "afr").sort("line")
+    assert afr.select("src_text", "tgt_text", "origin", "line").rows() == [
+        ("Hello.", "Hallo.", "newstest2019-src.eng.txt", 1), ("Goodbye.", "Totsiens.", "newstest2019-src.eng.txt", 2)]
+    assert "¡Hola!" not in df["tgt_text"].to_list() + df["src_text"].to_list()
+    # the named languages alone without all_languages; the same pairs as the pattern layout reads
+    named = NwaySource(format="nway", dir=d, layout="ntrex", languages={"en": "eng", "de": "deu"})
+    pattern = NwaySource(format="nway", dir=d, pattern="newstest2019-{code}.txt",
+                         languages={"en": "src.eng", "de": "ref.deu"})
+    assert collect(named, pivots=["en"]).equals(collect(pattern, pivots=["en"]))
+    # every language under its NTREX code: English is eng
+    codes = NwaySource(format="nway", dir=d, layout="ntrex", all_languages=True)
+    assert sorted(codes.language_files()) == ["afr", "deu", "eng", "spa", "zho-CN"]
+
+
+def test_an_ntrex_layout_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    d = ntrex_folder(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"NTREX-128: no NTREX file for the codes \['fra'\]"):
+        NwaySource(format="nway", dir=d, layout="ntrex", languages={"en": "eng", "fr": "fra"}).language_files()
+    with pytest.raises(ValueError, match=r"needs languages .* or all_languages: true"):
+        NwaySource(format="nway", dir=d, layout="ntrex")
+    with pytest.raises(ValueError, match="give dir without files or pattern"):
+        NwaySource(format="nway", dir=d, layout="ntrex", pattern="{code}.txt", all_languages=True)
+    with pytest.raises(ValueError, match="all_languages is for layout: ntrex"):
+        NwaySource(format="nway", dir=d, pattern="newstest2019-{code}.txt", languages={"en": "src.eng"},
+                   all_languages=True)
+    with pytest.raises(ValueError, match="languages names 'afr' for another file"):
+        NwaySource(format="nway", dir=d, layout="ntrex", languages={"afr": "deu"}, all_languages=True).language_files()
+    with pytest.raises(FileNotFoundError, match=r"missing.*English source|English source\) is missing"):
+        (d / "newstest2019-src.eng.txt").unlink()
+        NwaySource(format="nway", dir=d, layout="ntrex", all_languages=True).language_files()
+
+
+def test_the_ntrex_layout_enters_a_dump_and_so_a_cache_key_only_when_set(tmp_path: Path) -> None:
+    plain = NwaySource(format="nway", dir=tmp_path, pattern="{code}.txt", languages={"en": "eng"}).model_dump()
+    assert not {"layout", "all_languages"} & set(plain)
+    ntrex = NwaySource(format="nway", dir=tmp_path, layout="ntrex", all_languages=True).model_dump()
+    assert ntrex["layout"] == "ntrex" and ntrex["all_languages"] is True

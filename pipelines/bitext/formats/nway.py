@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import logging
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,13 +23,19 @@ from pipelines.language_codes import check_language
 from pipelines.ntrex_documents import DOCUMENT_IDS, HELD_OUT_EVERY, Documents, document_ids, split_lines
 from pipelines.text_lines import open_binary
 
+log = logging.getLogger("polysent.pipelines.bitext")
+
 
 class NwaySource(BitextFormat, KeyWhenSet):
     """Multi-way line-aligned files, one per language (NTREX-128, FLORES): line i is the same sentence everywhere.
 
     Either ``files`` (language → file) or ``dir`` + ``pattern`` with ``{code}`` + ``languages`` (language → the code
-    in the file name, e.g. ``de: deu`` for NTREX's ``newstest2019-ref.deu.txt``). Pairs are formed between every pivot
-    and every other language present.
+    in the file name, e.g. ``de: deu`` for NTREX's ``newstest2019-ref.deu.txt``), or ``dir`` + ``layout: ntrex``: the
+    folder as NTREX-128 publishes it (``newstest2019-src.eng.txt``, the English source, is ``eng``;
+    ``newstest2019-ref.{code}.txt`` is ``{code}``; second references such as ``newstest2019-ref-2.spa.txt`` are left
+    out and logged), ``languages`` then naming the languages read (language → NTREX code) and ``all_languages: true``
+    adding every other language of the folder under its NTREX code — a corpus of all 128 languages without listing
+    them. Pairs are formed between every pivot and every other language present.
 
     ``documents: train`` / ``held_out`` reads only the lines of NTREX's training / held-out documents
     (``pipelines.ntrex_documents``: every ``held_out_every``-th document held out), from ``document_ids`` (default
@@ -44,24 +51,42 @@ class NwaySource(BitextFormat, KeyWhenSet):
     """the folder of the files, named by ``pattern``"""
     pattern: str | None = None
     """the file name with ``{code}`` where the language's code goes (``newstest2019-ref.{code}.txt``)"""
+    layout: Literal["pattern", "ntrex"] = "pattern"
+    """``ntrex``: ``dir`` holds NTREX-128's files under their published names (no ``pattern``)"""
     languages: dict[str, str] | None = None
     """language → the code in its file name (``de: deu`` for NTREX)"""
+    all_languages: bool = False
+    """with ``layout: ntrex``: also every language of the folder that ``languages`` does not name, under its own
+    NTREX code (``afr``, ``aze-Latn``, ``zho-TW``)"""
     documents: Documents = "all"
     """all lines, or NTREX's training / held-out documents only"""
     held_out_every: int = Field(HELD_OUT_EVERY, ge=2)
     """every n-th document is held out"""
     document_ids: Path | None = Field(None, description=f"the per-line document ids (default dir/{DOCUMENT_IDS})")
     # the document split stays out of the dump (and cache keys) while unset
-    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("documents", "held_out_every", "document_ids")
+    KEY_WHEN_SET: ClassVar[tuple[str, ...]] = ("documents", "held_out_every", "document_ids", "layout",
+                                               "all_languages")
 
     @model_validator(mode="after")
     def _one_layout(self) -> NwaySource:
+        if self.layout == "ntrex":
+            if self.dir is None or self.files is not None or self.pattern is not None:
+                raise ValueError("layout: ntrex reads dir (NTREX-128's folder as published); give dir without files "
+                                 "or pattern")
+            if not self.languages and not self.all_languages:
+                raise ValueError("layout: ntrex needs languages ({lang: NTREX code}) or all_languages: true")
+            return self._documents_readable()
+        if self.all_languages:
+            raise ValueError("all_languages is for layout: ntrex (a pattern layout names its languages)")
         if self.files is None and (self.dir is None or self.pattern is None or not self.languages):
             raise ValueError("give either files: {lang: path} or dir + pattern ('...{code}...') + languages")
         if self.files is not None and self.dir is not None:
             raise ValueError("give files or dir + pattern, not both")
         if self.pattern is not None and "{code}" not in self.pattern:
             raise ValueError(f"pattern {self.pattern!r} must contain '{{code}}'")
+        return self._documents_readable()
+
+    def _documents_readable(self) -> NwaySource:
         if self.documents != "all" and self.document_ids is None and self.dir is None:
             raise ValueError(f"documents: {self.documents} needs document_ids (the DOCUMENT_IDS.tsv of the files) "
                              "or dir (read as dir/DOCUMENT_IDS.tsv)")
@@ -80,8 +105,38 @@ class NwaySource(BitextFormat, KeyWhenSet):
         """Language → its file."""
         if self.files is not None:
             return dict(self.files)
+        if self.layout == "ntrex":
+            return self._ntrex_files()
         assert self.dir is not None and self.pattern is not None and self.languages is not None
         return {lang: self.dir / self.pattern.format(code=code) for lang, code in self.languages.items()}
+
+    def _ntrex_files(self) -> dict[str, Path]:
+        """``layout: ntrex``: language → file, the named languages first, then (``all_languages``) every other code
+        of the folder under its own name."""
+        from pipelines.eval_sets.parallel import ntrex_files
+
+        assert self.dir is not None
+        found = ntrex_files(self.dir)  # NTREX code → file; eng always; second references left out
+        second = sorted(p.name for p in self.dir.glob("newstest2019-ref-2.*.txt"))
+        if second:
+            log.info("nway %s: second references left out (one translation a language is read): %s", self.dir,
+                     ", ".join(second))
+        named = dict(self.languages or {})
+        missing = sorted(code for code in named.values() if code not in found)
+        if missing:
+            raise FileNotFoundError(f"{self.dir}: no NTREX file for the codes {missing} that languages names "
+                                    f"(expected newstest2019-ref.<code>.txt; found: {', '.join(sorted(found))})")
+        out = {lang: found[code] for lang, code in named.items()}
+        if self.all_languages:
+            taken = set(named.values())
+            for code, path in found.items():
+                if code in taken:
+                    continue
+                if code in out:
+                    raise ValueError(f"{self.dir}: languages names {code!r} for another file than "
+                                     f"{path.name}; all_languages would read both under one name")
+                out[code] = path
+        return out
 
     def where(self) -> str:
         return ", ".join(str(p) for p in self.language_files().values())
