@@ -71,6 +71,28 @@ def test_me5_best_is_what_the_decision_selected() -> None:
         f"{CONDITION} is not the decision's winner {default!r} ({why})"
 
 
+def test_me5_best_yaml_follows_the_all_language_decision() -> None:
+    """experiments/me5_all_languages decides ``configs/examples/me5-best.yaml`` (its ``decision.setting``): once
+    decided, the config stands for the winner — me5_recipes's ``me5-best`` if the incumbent stays, the winning
+    all-language candidate otherwise (``RECIPES`` then maps the config to it, and the tests above hold it equal)."""
+    from experiments import verdicts
+    from experiments.ledger import read_rows, row_key
+    from experiments.plan import plan
+
+    q = load_question("me5_all_languages")
+    assert q.decision is not None and "configs/examples/me5-best.yaml" in q.decision.setting
+    d = q.decision
+    rows = read_rows(q.results)
+    current = {p.key for p in plan(q, rows, against_kit=False) if p.state == "done"}
+    rows = [r for r in rows if row_key(r) in current]
+    default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep, d.tolerance,
+                                      d.keep_against)
+    if why.startswith("pending"):
+        pytest.skip(f"me5_all_languages: the decision is {why}")
+    want = (QUESTION, CONDITION, RUN) if default == d.incumbent else ("me5_all_languages", default)
+    assert RECIPES["me5-best.yaml"][:len(want)] == want, f"me5-best.yaml must stand for {default!r} ({why})"
+
+
 @pytest.mark.skipif(not (SHARED / "parallel" / "ntrex128").is_dir() or not (SHARED / "xnli").is_dir(),
                     reason=f"needs the shared data ({SHARED}), absent here")
 def test_the_config_builds_the_kits_corpora(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
