@@ -90,7 +90,7 @@ def built(evals: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> P
 
 
 def test_package_keeps_the_stage_interface() -> None:
-    assert STAGE_VERSION == "7"
+    assert STAGE_VERSION == "8"
     assert not (REPO / "pipelines" / "report.py").exists()
 
 
@@ -334,6 +334,22 @@ def test_corpora_section_unchanged(tmp_path: Path) -> None:
         "| table | all | de | fr |", "|---|---|---|---|", "| pairs | – | 2 | 1 |", "| tok | 2 | – | – |", "",
         "Removed for overlap with evaluation sets (leakage guard):", "",
         "| corpus | eval_set | units_removed |", "|---|---|---|", "| pairs | tatoeba | 5 |", ""])
+
+
+def test_a_corpus_of_many_languages_shows_a_row_per_language(tmp_path: Path) -> None:
+    """Beyond ``MAX_LANGUAGE_COLUMNS`` languages (a 128-language NTREX corpus) the counts turn: languages as rows."""
+    from pipelines.report.corpora import MAX_LANGUAGE_COLUMNS
+
+    langs = [f"l{i:02d}" for i in range(MAX_LANGUAGE_COLUMNS + 1)]
+    pl.DataFrame({"lang": [x for i, x in enumerate(langs) for _ in range(i + 1)]}).write_parquet(tmp_path / "p.parquet")
+    pl.DataFrame({"lang": ["l00", "l00"]}).write_parquet(tmp_path / "g.parquet")
+    section, counts = corpora_section({"pairs": tmp_path / "p.parquet", "groups": tmp_path / "g.parquet"})
+    assert counts.height == len(langs) + 1  # the long table is unchanged
+    lines = render_markdown("t", [], [section]).splitlines()
+    assert f"{len(langs)} languages (`groups` 2 rows, `pairs` 91 rows); rows per language:" in lines
+    head = lines.index("| lang | groups | pairs |")
+    assert lines[head + 2:head + 4] == ["| l00 | 2 | 1 |", "| l01 | – | 2 |"]
+    assert lines[head + 1 + len(langs)] == "| l12 | – | 13 |"
 
 
 # -- the command line -------------------------------------------------------------------------------------------

@@ -14,6 +14,9 @@ import polars as pl
 from pipelines.report.document import Section, Table, Text
 
 COUNTS_SCHEMA = {"table": pl.Utf8, "lang": pl.Utf8, "rows": pl.Int64}
+# more languages than this and the counts table turns: a row per language, a column per table (a 128-language
+# corpus as 128 columns is unreadable)
+MAX_LANGUAGE_COLUMNS = 12
 
 
 def corpus_counts(corpora: Mapping[str, Path]) -> pl.DataFrame:
@@ -46,8 +49,16 @@ def corpora_section(corpora: Mapping[str, Path]) -> tuple[Section, pl.DataFrame]
     counts = corpus_counts(corpora)
     if counts.height:
         langs = sorted(set(counts["lang"]))
-        wide = (counts.pivot(on="lang", index="table", values="rows").select("table", *langs)
-                .with_columns(pl.col(lang).cast(pl.Utf8).fill_null("–") for lang in langs))
+        if len(langs) <= MAX_LANGUAGE_COLUMNS:
+            wide = (counts.pivot(on="lang", index="table", values="rows").select("table", *langs)
+                    .with_columns(pl.col(lang).cast(pl.Utf8).fill_null("–") for lang in langs))
+        else:
+            tables = sorted(set(counts["table"]))
+            wide = (counts.pivot(on="table", index="lang", values="rows").select("lang", *tables).sort("lang")
+                    .with_columns(pl.col(t).cast(pl.Utf8).fill_null("–") for t in tables))
+            totals = ", ".join(f"`{t}` {n:,} rows" for t, n in
+                               counts.group_by("table").agg(pl.col("rows").sum()).sort("table").iter_rows())
+            section.blocks.append(Text(f"{len(langs)} languages ({totals}); rows per language:"))
         section.blocks.append(Table(wide))
     else:
         section.blocks.append(Text("No corpus tables."))
