@@ -158,6 +158,25 @@ def language_name(code: str, names: Mapping[str, str] | None = None) -> str:
     return _name(code)
 
 
+# a subtag that continues the language before it rather than starting one: a script (``Latn``, ``Arab``) or a region
+# (``GB``, ``CN``, ``419``), as BCP-47 writes them — title case and upper case
+_CONTINUES = re.compile(r"[A-Z][a-z]{3}|[A-Z]{2}|[0-9]{3}")
+
+
+def split_languages(value: str) -> list[str]:
+    """The languages a language or language-pair value names: ``deu-eng`` → [deu, eng], ``aze-Latn`` → [aze-Latn],
+    ``en-zho-CN`` → [en, zho-CN], ``deu_Latn-eng_Latn`` → [deu_Latn, eng_Latn]. A ``-``-joined part that is a script or
+    region subtag belongs to the language before it (splitting on every ``-`` made ``zho-CN`` the languages ``zho``
+    and ``cn``). Lower-case regions (``pt-br``) cannot be told from a second language and split."""
+    out: list[str] = []
+    for part in value.split("-"):
+        if out and _CONTINUES.fullmatch(part):
+            out[-1] += "-" + part
+        elif part:
+            out.append(part)
+    return out
+
+
 def primary_subtag(tag: str) -> str:
     """``en-US`` / ``EN_us`` / ``en`` → ``en`` (TMX ``xml:lang`` values carry regions and vary in case)."""
     return tag.replace("_", "-").split("-")[0].lower()

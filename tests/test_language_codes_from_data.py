@@ -177,3 +177,26 @@ def test_codes_a_user_types_are_still_checked_naming_the_key(tmp_path: Path) -> 
     line = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if "tatoeba_languages" in ln)
     assert str(err.value).startswith(f"{path}:{line}: corpora.eval_sets.tatoeba_languages: unknown language code "
                                      "'qqq'; expected an ISO 639 code")
+
+
+def test_a_pair_value_splits_into_languages_keeping_their_script_and_region() -> None:
+    """``split_languages``: NTREX-128's ``zho-CN``, ``aze-Latn`` and ``eng-GB`` are one language each, a pair joins two;
+    the report's ``subset_languages`` and the card's training languages read values through it (splitting on every
+    ``-`` made ``cn``, ``latn`` and ``gb`` languages of a 128-language card)."""
+    from pipelines.export.card_facts import Corpus, ObjectiveInfo
+    from pipelines.export.model_card import training_languages
+    from pipelines.language_codes import split_languages
+    from pipelines.report.training import subset_languages
+
+    assert split_languages("deu-eng") == ["deu", "eng"]
+    assert split_languages("zho-CN") == ["zho-CN"] and split_languages("es-419") == ["es-419"]
+    assert split_languages("en-aze-Latn") == ["en", "aze-Latn"]
+    assert split_languages("srp-Cyrl-eng-GB") == ["srp-Cyrl", "eng-GB"]
+    assert split_languages("deu_Latn-eng_Latn") == ["deu_Latn", "eng_Latn"]
+    assert subset_languages("zho-CN") == {"zho"} and subset_languages("eng-zho-TW") == {"eng", "zho"}
+    assert subset_languages("ckb-Arab-eng") == {"ckb", "eng"}
+    assert subset_languages("14 languages") == frozenset()
+    corpus = Corpus(stage="bitext_pairs", key="k", content_hash="h", leakage=[], inputs=[],
+                    rows={"bitext_pairs": {"zho-CN": 3, "aze-Latn": 2, "eng-GB": 1, "de": 4}, "pairs": {"en-de": 2}})
+    objective = ObjectiveInfo(kind="start_distill", settings={}, tables=["bitext_pairs", "pairs"])
+    assert training_languages([objective], [corpus]) == ["aze-Latn", "de", "en", "eng-GB", "zho-CN"]

@@ -44,6 +44,7 @@ from pipelines.eval_task_registry import tasks
 from pipelines.export.card_facts import CardFacts, Corpus, InputFile, ObjectiveInfo
 from pipelines.export.mteb_results import RunResults, UnknownRunError, run_results, task_results
 from pipelines.export.public_sources import PublicModel, PublicSource, identify_model, identify_source
+from pipelines.language_codes import split_languages
 from pipelines.report.results import KEY, delta_column, headlines, runs_as_columns
 
 log = logging.getLogger("polysent.pipelines.export")
@@ -236,7 +237,7 @@ def training_languages(objectives: Sequence[ObjectiveInfo], corpora_: Sequence[C
         for c in corpora_:
             for table, per_lang in c.rows.items():
                 if table in o.tables:
-                    langs = {part for k in per_lang if k != "all" for part in k.split("-")}
+                    langs = {part for k in per_lang if k != "all" for part in split_languages(k)}
                     found |= (langs & set(o.languages)) if o.languages else langs
     return sorted(found)
 
