@@ -46,20 +46,26 @@ def test_the_config_trains_what_the_question_measured(monkeypatch: pytest.Monkey
     assert replace(ts, precision=want.precision) == want
 
 
-def test_me5_best_is_what_the_decision_selected() -> None:
-    """Once the question's decision is made (every candidate 3 seeds), ``me5-best`` trains what its winner trains."""
+def _decided(q: Any) -> tuple[str, str]:
+    """(default, why) of the question ``q``'s decision, read as its page reads the ledger (no stale row)."""
     from experiments import verdicts
     from experiments.ledger import read_rows, row_key
     from experiments.plan import plan
 
-    q = load_question(QUESTION)
     assert q.decision is not None
     d = q.decision
     rows = read_rows(q.results)
     current = {p.key for p in plan(q, rows, against_kit=False) if p.state == "done"}
-    rows = [r for r in rows if row_key(r) in current]  # as the page reads them: no stale row
+    rows = [r for r in rows if row_key(r) in current]
     default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep, d.tolerance,
                                       d.keep_against)
+    return default, why
+
+
+def test_me5_best_is_what_the_decision_selected() -> None:
+    """Once the question's decision is made (every candidate 3 seeds), ``me5-best`` trains what its winner trains."""
+    q = load_question(QUESTION)
+    default, why = _decided(q)
     if why.startswith("pending"):
         pytest.skip(f"{QUESTION}: the decision is {why}")
     if why.startswith("every condition falls behind"):  # no recipe keeps the start's quality: nothing to stand for
@@ -75,21 +81,12 @@ def test_me5_best_yaml_follows_the_all_language_decision() -> None:
     """experiments/me5_all_languages decides ``configs/examples/me5-best.yaml`` (its ``decision.setting``): once
     decided, the config stands for the winner — me5_recipes's ``me5-best`` if the incumbent stays, the winning
     all-language candidate otherwise (``RECIPES`` then maps the config to it, and the tests above hold it equal)."""
-    from experiments import verdicts
-    from experiments.ledger import read_rows, row_key
-    from experiments.plan import plan
-
     q = load_question("me5_all_languages")
     assert q.decision is not None and "configs/examples/me5-best.yaml" in q.decision.setting
-    d = q.decision
-    rows = read_rows(q.results)
-    current = {p.key for p in plan(q, rows, against_kit=False) if p.state == "done"}
-    rows = [r for r in rows if row_key(r) in current]
-    default, why, _ = verdicts.decide(rows, d.incumbent, d.candidates, d.figures, d.scale, d.keep, d.tolerance,
-                                      d.keep_against)
+    default, why = _decided(q)
     if why.startswith("pending"):
         pytest.skip(f"me5_all_languages: the decision is {why}")
-    want = (QUESTION, CONDITION, RUN) if default == d.incumbent else ("me5_all_languages", default)
+    want = (QUESTION, CONDITION, RUN) if default == q.decision.incumbent else ("me5_all_languages", default)
     assert RECIPES["me5-best.yaml"][:len(want)] == want, f"me5-best.yaml must stand for {default!r} ({why})"
 
 
@@ -98,8 +95,7 @@ def test_me5_best_yaml_follows_the_all_language_decision() -> None:
 def test_the_config_builds_the_kits_corpora(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from experiments.kits import me5_corpora
     from pipelines.bitext.sampling import build_pairs
-    from pipelines.leakage import EvalTextIndex, LeakageSettings
-    from pipelines.text_normalise import normalise_series
+    from pipelines.leakage import EvalTextIndex
     from pipelines.xnli.groups import build_groups
 
     cfg = _config(monkeypatch)
@@ -125,12 +121,7 @@ def test_the_config_builds_the_kits_corpora(tmp_path: Path, monkeypatch: pytest.
     # what differs: the pairs that overlap an evaluation set the config scores and the kit does not (STS-B multi-mt
     # test), replaced from the same sources by the quota's next candidates
     assert only_kit.height <= a.height // 500
-    stsb_test = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[
-        s for s in cfg.corpora.leakage.eval_sets if s.name == "stsb_multi_mt_test"]))
-    assert len(stsb_test)
-    norm = set(stsb_test.texts["norm"])
-    pivot, text = (normalise_series(only_kit[c]).to_list() for c in ("pivot_text", "text"))
-    assert all(x in norm or y in norm for x, y in zip(pivot, text, strict=True))
+    _held_by_the_wider_guard(only_kit, cfg, ("stsb_multi_mt_test",))
 
 
 @pytest.mark.slow
@@ -142,8 +133,7 @@ def test_the_all_language_config_builds_the_kits_all_language_corpora(tmp_path: 
     through ``layout: ntrex``), up to the pairs its wider guard removes (BUCC's every pair, STS-B multi-mt test)."""
     from experiments.kits import all_language_corpora
     from pipelines.bitext.sampling import build_pairs
-    from pipelines.leakage import EvalTextIndex, LeakageSettings
-    from pipelines.text_normalise import normalise_series
+    from pipelines.leakage import EvalTextIndex
 
     cfg = _config(monkeypatch, "me5-all-languages.yaml")
     assert cfg.sources.xnli is None  # distillation reads the bitext alone
@@ -158,8 +148,18 @@ def test_the_all_language_config_builds_the_kits_all_language_corpora(tmp_path: 
     assert a.height == b.height > 400_000 and a["lang"].n_unique() == b["lang"].n_unique() == 127
     only_kit = a.select(texts).join(b.select(texts), on=texts, how="anti")
     assert only_kit.height <= a.height // 500
+    _held_by_the_wider_guard(only_kit, cfg, ("stsb_multi_mt_test", "bucc"))
+
+
+def _held_by_the_wider_guard(only_kit: pl.DataFrame, cfg: Any, names: tuple[str, ...]) -> None:
+    """Every pair the kit has and the config not overlaps one of the config's evaluation sets ``names`` (which the
+    kit's guard does not hold): replaced from the same sources by the quota's next candidates."""
+    from pipelines.leakage import EvalTextIndex, LeakageSettings
+    from pipelines.text_normalise import normalise_series
+
     wider = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[
-        s for s in cfg.corpora.leakage.eval_sets if s.name in ("stsb_multi_mt_test", "bucc")]))
+        s for s in cfg.corpora.leakage.eval_sets if s.name in names]))
+    assert len(wider)
     norm = set(wider.texts["norm"])
     pivot, text = (normalise_series(only_kit[c]).to_list() for c in ("pivot_text", "text"))
     assert all(x in norm or y in norm for x, y in zip(pivot, text, strict=True))

@@ -139,29 +139,17 @@ def test_a_config_built_from_ntrex_documents_trains_on_what_the_kit_trains_on(tm
     documents) and the kit's (the split written out as files, read as ``nway`` files and ``lines``) select the same
     pairs: configs/examples/me5-best.yaml trains on what experiments/me5_recipes measured."""
     from experiments.kits import HELD_OUT_EVERY, NTREX_CODES, _write_ntrex
-    from pipelines.bitext.sampling import BitextSettings, build_pairs
 
     ntrex = SHARED / "parallel" / "ntrex128"
     codes = {"en": "eng", **NTREX_CODES}
     files = _write_ntrex(ntrex, codes, HELD_OUT_EVERY, tmp_path / "train", tmp_path / "held")
-    settings = BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=3000)
-    (tmp_path / "kit").mkdir()
-    (tmp_path / "config").mkdir()
-    kit = build_pairs(settings, [NwaySource(format="nway", files=files)], EvalTextIndex.from_settings(
-        LeakageSettings(eval_sets=[EvalSetSpec(name="ntrex_heldout", path=tmp_path / "held")])), tmp_path / "kit")
     published = {lang: ntrex / (f"newstest2019-ref.{code}.txt" if lang != "en" else "newstest2019-src.eng.txt")
                  for lang, code in codes.items()}
-    config = build_pairs(settings, [NwaySource(format="nway", files=published, documents="train",
-                                               document_ids=ntrex / "DOCUMENT_IDS.tsv")],
-                         EvalTextIndex.from_settings(LeakageSettings(eval_sets=[EvalSetSpec(
-                             name="ntrex_heldout", path=ntrex, format="ntrex", languages=list(NTREX_CODES.values()),
-                             documents="held_out")])), tmp_path / "config")
-    a = pl.read_parquet(tmp_path / "kit" / kit.tables["bitext_pairs"])
-    b = pl.read_parquet(tmp_path / "config" / config.tables["bitext_pairs"])
-    texts = [c for c in a.columns if c not in ("origin", "line")]
+    a = _kit_and_config_pairs(tmp_path, files, NwaySource(format="nway", files=published, documents="train",
+                                                          document_ids=ntrex / "DOCUMENT_IDS.tsv"),
+                              EvalSetSpec(name="ntrex_heldout", path=ntrex, format="ntrex",
+                                          languages=list(NTREX_CODES.values()), documents="held_out"))
     assert a.height > 1000
-    assert a.select(texts).equals(b.select(texts))
-    assert kit.stats["leaked"] == config.stats["leaked"]
 
 
 def test_the_document_fields_enter_a_dump_and_so_a_cache_key_only_when_set(tmp_path: Path) -> None:
@@ -210,22 +198,31 @@ def test_a_config_built_from_every_ntrex_language_trains_on_what_the_kit_trains_
     ``all_languages``, ``documents: train``, an ``ntrex`` leakage set of every language's held-out documents) and the
     kit's (``all_language_corpora``'s split files) select the same pairs in all 128 languages."""
     from experiments.kits import HELD_OUT_EVERY, _write_ntrex, ntrex_all_languages
-    from pipelines.bitext.sampling import BitextSettings, build_pairs
 
     ntrex = SHARED / "parallel" / "ntrex128"
     files = _write_ntrex(ntrex, ntrex_all_languages(ntrex), HELD_OUT_EVERY, tmp_path / "train", tmp_path / "held")
+    a = _kit_and_config_pairs(tmp_path, files, _all_language_source(ntrex, documents="train"),
+                              EvalSetSpec(name="ntrex_heldout", path=ntrex, format="ntrex", documents="held_out"))
+    assert a["lang"].n_unique() == 127 and a.height > 400_000  # every language but the pivot en
+
+
+def _kit_and_config_pairs(tmp_path: Path, kit_files: dict[str, Path], config_source: NwaySource,
+                          config_guard: EvalSetSpec) -> pl.DataFrame:
+    """The pairs of the kit's route (``kit_files``, the split ``_write_ntrex`` wrote under ``tmp_path``, guarded by
+    its held-out files in ``tmp_path/held``) and of the config's (``config_source`` guarded by ``config_guard``),
+    en/es pivots, 3,000 a language — checked to select the same texts and remove the same leaks; returns the kit's."""
+    from pipelines.bitext.sampling import BitextSettings, build_pairs
+
     settings = BitextSettings(pivots=["en", "es"], quota_mode="equal", quota_per_language=3000)
     (tmp_path / "kit").mkdir()
     (tmp_path / "config").mkdir()
-    kit = build_pairs(settings, [NwaySource(format="nway", files=files)], EvalTextIndex.from_settings(
+    kit = build_pairs(settings, [NwaySource(format="nway", files=kit_files)], EvalTextIndex.from_settings(
         LeakageSettings(eval_sets=[EvalSetSpec(name="ntrex_heldout", path=tmp_path / "held")])), tmp_path / "kit")
-    config = build_pairs(settings, [_all_language_source(ntrex, documents="train")],
-                         EvalTextIndex.from_settings(LeakageSettings(eval_sets=[EvalSetSpec(
-                             name="ntrex_heldout", path=ntrex, format="ntrex", documents="held_out")])),
-                         tmp_path / "config")
+    config = build_pairs(settings, [config_source],
+                         EvalTextIndex.from_settings(LeakageSettings(eval_sets=[config_guard])), tmp_path / "config")
     a = pl.read_parquet(tmp_path / "kit" / kit.tables["bitext_pairs"])
     b = pl.read_parquet(tmp_path / "config" / config.tables["bitext_pairs"])
     texts = [c for c in a.columns if c not in ("origin", "line")]
-    assert a["lang"].n_unique() == 127 and a.height > 400_000  # every language but the pivot en
     assert a.select(texts).equals(b.select(texts))
     assert kit.stats["leaked"] == config.stats["leaked"]
+    return a

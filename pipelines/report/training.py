@@ -31,7 +31,7 @@ from pipelines.report.document import Block, Figure, Section, Table, Text, safe_
 CURVE_TABLES = ("train_steps", "train_objective_losses", "train_dev")
 MAX_POINTS = 1000  # curves longer than this are averaged over equal bins of steps (the SVG stays small)
 _LANG_COLUMN = re.compile(r"^(lang|.+_lang|lang_.+)$")
-_CODE = re.compile(r"^[A-Za-z]{2,3}(_[A-Za-z]{4})?(-([A-Z][a-z]{3}|[A-Z]{2}|[0-9]{3}))*$")
+_CODE = re.compile(r"^[A-Za-z]{2,3}(_[A-Za-z]{4})?$")
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,8 @@ def iso3(code: str) -> str:
 def subset_languages(languages: str | None) -> frozenset[str]:
     """The ISO 639-3 codes of an ``eval_results.languages`` value (``deu-eng`` → {deu, eng}, ``de`` → {deu},
     ``deu_Latn-eng_Latn`` → {deu, eng}); empty for aggregates (``14 languages``) and other values."""
-    parts = split_languages(languages or "")
-    if not parts or not all(_CODE.match(p) for p in parts):
+    parts = split_languages(languages or "")  # a script or region subtag stays with its language (zho-CN)
+    if not parts or not all(_CODE.match(p.split("-", 1)[0]) for p in parts):
         return frozenset()
     return frozenset(iso3(p) for p in parts)
 

@@ -8,6 +8,7 @@ import itertools
 import logging
 from collections.abc import Iterator
 from contextlib import ExitStack
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -106,13 +107,15 @@ class NwaySource(BitextFormat, KeyWhenSet):
         if self.files is not None:
             return dict(self.files)
         if self.layout == "ntrex":
-            return self._ntrex_files()
+            return dict(self.ntrex_layout_files)
         assert self.dir is not None and self.pattern is not None and self.languages is not None
         return {lang: self.dir / self.pattern.format(code=code) for lang, code in self.languages.items()}
 
-    def _ntrex_files(self) -> dict[str, Path]:
+    @cached_property
+    def ntrex_layout_files(self) -> dict[str, Path]:
         """``layout: ntrex``: language → file, the named languages first, then (``all_languages``) every other code
-        of the folder under its own name."""
+        of the folder under its own name. Read from the folder once per source (``language_files`` is asked by
+        ``pairs``, ``where`` and ``input_files`` alike)."""
         from pipelines.eval_sets.parallel import ntrex_files
 
         assert self.dir is not None
