@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 from models.import_before_threads import TRANSFORMERS_NAMES
@@ -24,6 +25,7 @@ def test_the_names_resolved_first_are_every_name_models_imports_from_transformer
     assert imported == set(TRANSFORMERS_NAMES)
 
 
+@pytest.mark.slow  # three model libraries raced in fresh processes (~18 s): make test-slow
 def test_a_tokenizer_node_and_two_model_loads_starting_together_in_threads(tmp_path: Path) -> None:
     make = ("import sys\n"
             "from transformers import BertConfig, BertModel, XLMRobertaConfig, XLMRobertaModel\n"

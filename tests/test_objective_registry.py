@@ -325,6 +325,7 @@ def test_torch_distributed_imports_after_the_objectives_took_torch_lazily() -> N
     assert proc.stdout.strip() == "[1.0, 0.0] True"
 
 
+@pytest.mark.slow  # rounds of fresh processes (~28 s): make test-slow
 def test_nodes_starting_together_find_torch_imported_before_their_threads() -> None:
     """Two nodes starting together (a training node importing ``torch.distributed``, an evaluation node computing
     through the objectives' lazily taken torch): torch is imported before their threads start

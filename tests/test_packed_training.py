@@ -230,6 +230,7 @@ def test_trainer_fast_paths_end_where_the_plain_run_ends(tiny: dict[str, Path], 
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "xnli").is_dir(), reason="needs ../shared/data/xnli (XNLI dev sentences)")
+@pytest.mark.slow  # multilingual-e5-small steps both ways (~21 s): make test-slow
 def test_multilingual_e5_packed_step_equals_padded() -> None:
     """The case the trainer exists for: multilingual-e5-small on 96 XNLI premises of six languages (16 groups × 6),
     dropout off: the packed step's loss and gradients are the padded step's to float rounding."""

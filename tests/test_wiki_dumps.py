@@ -295,6 +295,7 @@ def chains(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str
     return out
 
 
+@pytest.mark.slow  # seven whole chains (~40 s): make test-slow
 def test_chain_layouts_are_what_they_claim(chains) -> None:
     """The comparison below is only meaningful if shards, ranges and processes really differ."""
     for name, (dirs, counts) in chains.items():
@@ -317,6 +318,7 @@ def test_chain_layouts_are_what_they_claim(chains) -> None:
             assert not any(c["truncated"] or c["malformed_pages"] for c in shards)
 
 
+@pytest.mark.slow  # seven whole chains (~40 s): make test-slow
 def test_sharded_and_parallel_runs_equal_one_process(chains) -> None:
     reference = _tables(chains["multistream/one/p1"][0])
     for table, df in reference.items():
@@ -335,6 +337,7 @@ def test_sharded_and_parallel_runs_equal_one_process(chains) -> None:
                 raise AssertionError(f"{name}: {table} differs from one process, one shard") from exc
 
 
+@pytest.mark.slow  # seven whole chains (~40 s): make test-slow
 def test_shard_counts_add_up_to_the_single_run(chains) -> None:
     keys = ("pages", "redirects", "other_namespace", "empty_pages", "pages_without_links", "sentences", "links",
             "sentences_too_short", "sentences_too_long", "links_in_dropped_sentences")
