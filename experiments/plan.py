@@ -59,8 +59,9 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
     """A row's cost on ``machine``: the median scoring time of its condition's rows at this scale (else of the rows
     scored like it: on the report sets, or on the decision sets only, ``decision_only``) plus, when the row
     ``trains`` (not a sibling whose training another row keeps: ``experiments/shared_training.py``), the median
-    training time per step of the rows that trained (its own, else those scored like it) times its steps; the
-    scale's stated estimate when no row is scored like it."""
+    training time per step of the rows that trained (its own, else those scored like it) times its steps. When no
+    row is scored like it: for a row that only scores, the start's scoring time when the start has a row, else the
+    scale's stated estimate."""
     spec = next((c for c in q.conditions if c.name == condition), None)
     report = not (spec.decision_only if spec is not None else False)
     on = [r for r in rows if r["scale"] == scale and _machine(r) == machine and r["condition"] != "start"]
@@ -68,6 +69,9 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
     scored_like = [r for r in on if _scored_on_report(r) == report]
     like = same or scored_like
     if not like:
+        starts = [_per_job(r, "eval_seconds") for r in rows if r["condition"] == "start" and _machine(r) == machine]
+        if not trains and starts:  # a sibling that only scores, before any row: about what scoring the start took
+            return statistics.median(starts)
         s = q.scale(scale)
         return s.cpu_seconds if machine == "cpu" else s.gpu_seconds
     score = statistics.median(_per_job(r, "eval_seconds") for r in like)

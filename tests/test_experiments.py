@@ -779,7 +779,8 @@ def test_a_decision_only_rows_hash_leaves_the_report_figures_out() -> None:
 def test_a_conditions_cost_is_estimated_from_rows_scored_like_it() -> None:
     """Before a condition has rows, its estimate comes from rows scored like it: a decision-only candidate's from
     decision-only rows (a fraction of the report sets' scoring), a fully scored one's from fully scored rows — their
-    training time per step times the condition's own steps, siblings that shared a training left out of the rate."""
+    training time per step times the condition's own steps, siblings that shared a training left out of the rate; a
+    sibling that only scores, with no row scored like it yet, costs what scoring the start did."""
     from experiments.plan import estimate
 
     q = load_question(REPO / "experiments" / "me5_recipes")
@@ -800,6 +801,9 @@ def test_a_conditions_cost_is_estimated_from_rows_scored_like_it() -> None:
     assert estimate(q, rows, only[1], 1, "cpu", trains=False) == 20.0
     assert estimate(q, rows[:2], full[0], 1, "cpu") == q.scale(1).cpu_seconds  # nothing scored like it yet
     assert estimate(q, rows[2:], only[1], 1, "cpu") == q.scale(1).cpu_seconds
+    start = {**_row("start", 0, 0), "device": "auto", "eval_seconds": 50.0, "train_seconds": 0.0}
+    assert estimate(q, [*rows[2:], start], only[1], 1, "cpu", trains=False) == 50.0  # only scores: as the start did
+    assert estimate(q, [*rows[2:], start], only[1], 1, "cpu") == q.scale(1).cpu_seconds
     other = next(c for c in q.conditions if not c.decision_only and c.name != full[0])
     assert estimate(q, rows[2:], other.name, 1, "cpu") == pytest.approx(
         900.0 + per_step * (other.steps or q.scale(1).steps))
