@@ -9,10 +9,8 @@ default to the earlier behaviour and then stay out of every cache key (``pipelin
 
 from __future__ import annotations
 
-import bz2
 import importlib.util
 import json
-from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +18,7 @@ import polars as pl
 import pytest
 import yaml
 from conftest import REPO, SHARED_DATA
-from wiki_chain import build_chain
+from wiki_chain import build_chain, pages_dump
 
 from flows.graph import canonical
 from pipelines.wikipedia.entities import EntitySettings
@@ -44,23 +42,6 @@ PAGES = [
                         "[[Berlin]] visit during the long summer months."),
 ]
 
-
-def _dump(path: Path, page_rows: list[tuple[str, int, str | None, str | None]] = PAGES) -> Path:
-    pages = []
-    for title, pid, redirect, text in page_rows:
-        body = (f'<redirect title="{escape(redirect)}" />\n    <revision><id>{pid + 7}</id><model>wikitext</model>'
-                f'<format>text/x-wiki</format><text xml:space="preserve">#REDIRECT [[{escape(redirect)}]]</text>'
-                f"</revision>" if redirect else
-                f"<revision><id>{pid + 7}</id><model>wikitext</model><format>text/x-wiki</format>"
-                f'<text xml:space="preserve">{escape(text or "")}</text></revision>')
-        pages.append(f"  <page>\n    <title>{escape(title)}</title>\n    <ns>0</ns>\n    <id>{pid}</id>\n    {body}\n"
-                     f"  </page>\n")
-    xml = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="en">\n'
-           "  <siteinfo><sitename>Wikipedia</sitename><dbname>enwiki</dbname><namespaces>"
-           '<namespace key="0" case="first-letter" /><namespace key="14" case="first-letter">Category</namespace>'
-           "</namespaces></siteinfo>\n" + "".join(pages) + "</mediawiki>\n")
-    path.write_bytes(bz2.compress(xml.encode("utf-8")))
-    return path
 
 
 def _rows(hn_dir: Path) -> dict[tuple[str, str], dict]:
@@ -150,7 +131,7 @@ def test_the_english_config_wires_both_settings_into_its_nodes() -> None:
 def test_types_none_warns_of_an_empty_corpus_only_while_pairs_without_a_negative_are_dropped(tmp_path: Path) -> None:
     from flows.config import config_warnings, load_config
 
-    dump = _dump(tmp_path / "enwiki.xml.bz2")
+    dump = pages_dump(tmp_path / "enwiki.xml.bz2", PAGES)
     raw = {"name": "t", "data_root": str(tmp_path / "data"), "sources": {"wikipedia": {"dumps": {"en": str(dump)}}},
            "corpora": {"entities": {"types": "none"}}}
     path = tmp_path / "c.yaml"
@@ -179,7 +160,7 @@ def chains(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path
     """The hand-made dump without Wikidata, infobox types, every link counted: the defaults, ``unlinked_titles:
     title``, and that with ``without_negative: keep``."""
     root = tmp_path_factory.mktemp("ease-en")
-    dump = _dump(root / "enwiki.xml.bz2")
+    dump = pages_dump(root / "enwiki.xml.bz2", PAGES)
     return {name: build_chain({"en": dump}, root / name, None,
                               entities=EntitySettings(min_link_count=0, types="infobox", unlinked_titles=titles),
                               hard_negatives=HardNegativeSettings(without_negative=negatives))
@@ -248,7 +229,7 @@ def test_without_negative_keep_also_keeps_a_pair_whose_candidates_are_all_linked
     for negatives in ("drop", "keep"):
         root = tmp_path / negatives
         root.mkdir()
-        built[negatives] = build_chain({"en": _dump(root / "enwiki.xml.bz2", pages)}, root / "c", None,
+        built[negatives] = build_chain({"en": pages_dump(root / "enwiki.xml.bz2", pages)}, root / "c", None,
                                        entities=EntitySettings(min_link_count=0, types="infobox"),
                                        hard_negatives=HardNegativeSettings(without_negative=negatives))
     dropped, kept = _rows(built["drop"]["hn"]), _rows(built["keep"]["hn"])

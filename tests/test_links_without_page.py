@@ -9,15 +9,13 @@ linked on the same page nor the page's subject. A linked title with neither a pa
 
 from __future__ import annotations
 
-import bz2
 import json
-from html import escape
 from pathlib import Path
 
 import polars as pl
 import pytest
 from conftest import REPO, SHARED_DATA
-from wiki_chain import build_chain
+from wiki_chain import build_chain, pages_dump
 
 from pipelines.wikidata import WikidataSettings
 from pipelines.wikipedia.entities import EntitySettings
@@ -41,23 +39,6 @@ PAGES = [
 ]
 
 
-def _dump(path: Path) -> Path:
-    pages = []
-    for title, pid, redirect, text in PAGES:
-        body = (f'<redirect title="{escape(redirect)}" />\n    <revision><id>{pid + 7}</id><model>wikitext</model>'
-                f'<format>text/x-wiki</format><text xml:space="preserve">#REDIRECT [[{escape(redirect)}]]</text>'
-                f"</revision>" if redirect else
-                f"<revision><id>{pid + 7}</id><model>wikitext</model><format>text/x-wiki</format>"
-                f'<text xml:space="preserve">{escape(text or "")}</text></revision>')
-        pages.append(f"  <page>\n    <title>{escape(title)}</title>\n    <ns>0</ns>\n    <id>{pid}</id>\n    {body}\n"
-                     f"  </page>\n")
-    xml = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="en">\n'
-           "  <siteinfo><sitename>Wikipedia</sitename><dbname>enwiki</dbname><namespaces>"
-           '<namespace key="0" case="first-letter" /><namespace key="14" case="first-letter">Category</namespace>'
-           "</namespaces></siteinfo>\n" + "".join(pages) + "</mediawiki>\n")
-    path.write_bytes(bz2.compress(xml.encode("utf-8")))
-    return path
-
 
 def _wikidata(path: Path) -> Path:
     def claim(qid: str, typ: str) -> dict:
@@ -77,7 +58,8 @@ def _wikidata(path: Path) -> Path:
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("no-page")
-    return build_chain({"en": _dump(root / "enwiki.xml.bz2")}, root / "c", _wikidata(root / "wikidata.json"),
+    dump = pages_dump(root / "enwiki.xml.bz2", PAGES)
+    return build_chain({"en": dump}, root / "c", _wikidata(root / "wikidata.json"),
                        entities=EntitySettings(min_link_count=0, types="wikidata"),
                        hard_negatives=HardNegativeSettings(negatives_per_entity=10))
 
@@ -130,7 +112,7 @@ def test_the_entities_stage_counts_links_to_titles_without_a_page(chain: dict[st
 
 
 def test_without_wikidata_a_link_to_a_missing_page_stays_out(tmp_path: Path) -> None:
-    dirs = build_chain({"en": _dump(tmp_path / "enwiki.xml.bz2")}, tmp_path / "c", None,
+    dirs = build_chain({"en": pages_dump(tmp_path / "enwiki.xml.bz2", PAGES)}, tmp_path / "c", None,
                        entities=EntitySettings(min_link_count=0))
     ents = pl.read_parquet(dirs["entities"] / "entities.parquet")
     assert sorted(ents["entity"]) == ["en:Berlin", "en:Germany", "en:Paris"]

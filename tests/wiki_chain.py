@@ -105,3 +105,23 @@ def write_dump(xml: bytes, path: Path, *, multistream: bool, pages_per_stream: i
     index = path.with_name(path.name.replace(".xml.bz2", "-index.txt.bz2"))
     index.write_bytes(bz2.compress(b"".join(index_lines)))
     return index
+
+
+def pages_dump(path: Path, pages: list[tuple[str, int, str | None, str | None]]) -> Path:
+    """An English Wikipedia export of ``(title, page id, redirect target or None, wikitext or None)`` rows, written
+    single-stream bz2 to ``path`` (a ``.xml.bz2`` name): redirects as MediaWiki writes them, namespaces 0 and 14."""
+    out = []
+    for title, pid, redirect, text in pages:
+        body = (f'<redirect title="{html.escape(redirect)}" />\n    <revision><id>{pid + 7}</id><model>wikitext</model>'
+                f'<format>text/x-wiki</format><text xml:space="preserve">#REDIRECT [[{html.escape(redirect)}]]</text>'
+                f"</revision>" if redirect else
+                f"<revision><id>{pid + 7}</id><model>wikitext</model><format>text/x-wiki</format>"
+                f'<text xml:space="preserve">{html.escape(text or "")}</text></revision>')
+        out.append(f"  <page>\n    <title>{html.escape(title)}</title>\n    <ns>0</ns>\n    <id>{pid}</id>\n    "
+                   f"{body}\n  </page>\n")
+    xml = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/" version="0.10" xml:lang="en">\n'
+           "  <siteinfo><sitename>Wikipedia</sitename><dbname>enwiki</dbname><namespaces>"
+           '<namespace key="0" case="first-letter" /><namespace key="14" case="first-letter">Category</namespace>'
+           "</namespaces></siteinfo>\n" + "".join(out) + "</mediawiki>\n")
+    write_dump(xml.encode("utf-8"), path, multistream=False)
+    return path
