@@ -1,7 +1,7 @@
 """``polysent experiment …`` (also ``python -m experiments …``, which needs no Prefect): the experiments' ledger.
 
     status [QUESTION …]                     every row: done / stale / pending, estimated CPU and GPU time
-    run QUESTION [--seeds …] [--scale …]    run the pending CPU rows (a kill loses only the row in flight)
+    run QUESTION [--seeds …] [--scale …]    run the pending CPU rows (killed, the row in flight resumes next time)
     tables [--check]                        regenerate every RESULTS.md (--check: exit 1 where one differs)
     mechanism [QUESTION …] [--write]        each row's mechanism check (--write: into rows that lack it)
     prepare KIT [--pack-start]              build a kit's tables from the shared data (needs polars)

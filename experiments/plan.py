@@ -79,7 +79,9 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
         return score
 
     def rates(rs: list[dict[str, Any]]) -> list[float]:
-        trained = [r for r in rs if r.get("steps") and float(r.get("train_seconds") or 0) >= _TRAINED_SECONDS]
+        # a row resumed from a checkpoint counts only the training after its stop (experiments.row_progress)
+        trained = [r for r in rs if r.get("steps") and float(r.get("train_seconds") or 0) >= _TRAINED_SECONDS
+                   and int(r.get("resumed_from_step") or r["steps"]) >= int(r["steps"])]
         # rows that record their step time ran the current trainer (issue 50: about 2.5× faster a step than the
         # rows before it); once there are any, they alone set the rate
         current = [r for r in trained if r.get("step_seconds")] or trained

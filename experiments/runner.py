@@ -1,8 +1,8 @@
 """Run one ledger row: train a condition with one seed at one scale, score it, write the row.
 
 Needs only torch, transformers, numpy, pyarrow and pyyaml (``models``), so it runs on a bare GPU machine over a kit
-carried there. A row is written only once its run has trained and been scored; a run cut short leaves no row and its
-folder under ``data/experiments/runs`` is started afresh the next time.
+carried there. A row is written only once its run has trained and been scored; a run cut short leaves no row, and
+the next run of it resumes from its checkpoint or scores its kept training again (``experiments.row_progress``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from experiments import kits, mechanism, shared_training
+from experiments import kits, mechanism, row_progress, shared_training
 from experiments.entity_witness import entity_figures
 from experiments.figures import evaluation_settings, family, figures, scored_by_suite, tables_of
 from experiments.ledger import RowKey, read_rows, safe_name, write_row
@@ -165,8 +165,6 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
 
     key = RowKey(condition.name, seed, scale)
     folder = runs / q.name / key.file_name().removesuffix(".json")
-    if folder.exists():
-        shutil.rmtree(folder)
     start = kits.start_model(q.start, q.kit, runs / "start-models")
     manifest = kits.load_manifest(q.kit)
     tokenizer = tokenizer_dir(q, runs)
@@ -178,26 +176,43 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     # each objective table read from the kit table the condition's ``corpora`` names (itself by default)
     train_tables = condition.corpus_paths(kits.tables(q.kit, "train"))
     hashes = {k: v for k, v in manifest["hashes"]["train"].items() if k in condition.kit_tables()}
-    # rows that differ only in interpolate_start train once (experiments.shared_training)
-    kept = shared_training.kept_folder(runs, q, shared_training.training_key(q, condition, seed, scale, hashes))
+    # rows that differ only in interpolate_start train once (experiments.shared_training); a row cut short resumes
+    # from its checkpoint, or only scores again when its training was kept (experiments.row_progress)
+    tkey = shared_training.training_key(q, condition, seed, scale, hashes)
+    kept = shared_training.kept_folder(runs, q, tkey)
     record = shared_training.load_kept(kept)
+    on = resolved_device(device)
+    resumed = row_progress.prepare(folder, {"training_key": tkey, "device": on}) if record is None else None
     if record is None:
-        log.info("%s: %s — training %d steps", q.name, key, settings.steps)
+        log.info("%s: %s — training %d steps%s", q.name, key, settings.steps,
+                 f", resuming at step {resumed}" if resumed is not None else "")
+        every = row_progress.checkpoint_every(settings.steps, on) if not settings.checkpoint_every else 0
         t0 = time.perf_counter()
-        res = train(replace(settings, interpolate_start=None), train_tables, folder / "train",
-                    run_name=safe_name(f"{condition.name}-{seed}"), tokenizer_dir=tokenizer,
-                    keep_checkpoints_after=False, progress=False)
+        res = train(replace(settings, interpolate_start=None,
+                            **({"checkpoint_every": every, "keep_checkpoints": 1} if every else {})),
+                    train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
+                    tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
         record = {"row": str(key), "train_seconds": round(time.perf_counter() - t0, 1),
                   "stats": {k: res.stats.get(k) for k in ("precision", "device", "final_loss", "step_seconds_median",
                                                           "forward", "embedding_updates", "components", "warmup")},
                   "train_steps": f"train/{res.tables['train_steps']}"}
+        if res.stats.get("resumed_from"):
+            record["resumed_from_step"] = int(res.stats["resumed_from"])
         trained = folder / "train"
-        siblings = shared_training.pending_siblings(q, condition, seed, scale, hashes, results)
-        if siblings:
-            shared_training.keep(trained, kept, {**record, "for": siblings})
+        # kept for the siblings that interpolate from it and for this row itself, should scoring be cut short
+        shared_training.keep(trained, kept, {**record, "for": shared_training.pending_siblings(
+            q, condition, seed, scale, hashes, results)})
         train_s, training_from = record["train_seconds"], None
+    elif record["row"] == str(key):  # this row's own training, kept before a stop cut its scoring short
+        log.info("%s: %s — its training was kept before a stop (%s): scoring again", q.name, key, kept)
+        if folder.exists():
+            shutil.rmtree(folder)
+        trained, train_s, training_from = kept / "train", record["train_seconds"], None
+        record = {**record, "resumed_from_step": record.get("resumed_from_step", settings.steps)}
     else:
         log.info("%s: %s — reusing the training of %s (%s)", q.name, key, record["row"], kept)
+        if folder.exists():
+            shutil.rmtree(folder)
         trained, train_s = kept / "train", 0.0
         training_from = {"row": record["row"], "train_seconds": record["train_seconds"]}
     model = trained / "model"
@@ -238,6 +253,8 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
            "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), "concurrent_jobs": concurrent_jobs()}
     if training_from is not None:
         row["training_from"] = training_from
+    if record.get("resumed_from_step") is not None:  # cut short and resumed (experiments.row_progress)
+        row["resumed_from_step"] = record["resumed_from_step"]
     if stats.get("warmup"):  # each objective's pre-phase (VMSST's decoder warm-up): updates, probe gap before/after
         row["warmup"] = stats["warmup"]
     if any(c.mechanism for c in q.conditions):  # what shows the mechanism acted (None: a baseline without one)
@@ -248,6 +265,13 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     if kept.exists() and not shared_training.pending_siblings(q, condition, seed, scale, hashes, results):
         shared_training.release(kept)
     return row
+
+
+def resolved_device(device: str) -> str:
+    """``cpu`` or ``cuda``: what ``auto`` picks here (CUDA when torch sees a GPU), as the trainer picks it."""
+    import torch
+
+    return "cuda" if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()) else "cpu"
 
 
 def tokenizer_dir(q: Question, runs: Path = RUNS) -> Path | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from stand_in_kit import stand_in_kit
 
 from experiments import kits
 from experiments.question import ConditionSpec, Question, load_question
@@ -119,19 +120,6 @@ def test_a_rows_hash_names_the_mapped_table_and_only_when_the_condition_maps_one
     assert training_key(q, six, 13, 1, same) != training_key(q, every, 13, 1, same)
 
 
-def _kit(root: Path, tables: dict[str, str]) -> Path:
-    """A prepared kit ``me5_replication`` under ``root``: one tiny Parquet file per training table."""
-    base = kits.kit_dir("me5_replication", root)
-    base.mkdir(parents=True)
-    for name, rel in tables.items():
-        (base / rel).parent.mkdir(parents=True, exist_ok=True)
-        pl.DataFrame({"x": [len(name)]}).write_parquet(base / rel)
-    paths = {k: base / v for k, v in tables.items()}
-    manifest = {"kit": "me5_replication", "scoring_sets": kits.SCORING_SETS["me5_replication"],
-                "tables": {"train": tables, "report": {}}, "hashes": {"train": kits.table_hashes(paths)}, "stats": {}}
-    (base / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    return base
-
 
 def test_the_runner_trains_on_the_mapped_tables_and_records_their_hashes(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,7 +128,7 @@ def test_the_runner_trains_on_the_mapped_tables_and_records_their_hashes(tmp_pat
     import models.training.train as training
     from experiments import runner, shared_training
 
-    base = _kit(tmp_path / "kits", {"bitext_pairs": "bitext/bitext_pairs.parquet",
+    base = stand_in_kit(tmp_path / "kits", {"bitext_pairs": "bitext/bitext_pairs.parquet",
                                     "bitext_pairs_all": "all_languages/bitext_pairs.parquet",
                                     "xnli_groups": "xnli/xnli_groups.parquet"})
     monkeypatch.setattr(kits, "KITS", tmp_path / "kits")
@@ -177,7 +165,8 @@ def test_all_language_corpora_join_a_prepared_kit_in_place(tmp_path: Path, share
     """From the shared data: every NTREX-128 language's training documents (no held-out line), 3,000 pairs a (pivot,
     language) at most, XNLI's groups in its 15 languages in the six-language schema; the kit's other tables and their
     hashes untouched, the manifest naming the new ones by their bytes; adding them twice is refused (~15 s)."""
-    base = _kit(tmp_path, {"bitext_pairs": "bitext/bitext_pairs.parquet", "xnli_groups": "xnli/xnli_groups.parquet"})
+    base = stand_in_kit(tmp_path, {"bitext_pairs": "bitext/bitext_pairs.parquet",
+                                   "xnli_groups": "xnli/xnli_groups.parquet"})
     before = json.loads((base / "manifest.json").read_text(encoding="utf-8"))
     stats = kits.add_all_language_corpora(tmp_path, shared_data)
     m = kits.load_manifest("me5_replication", tmp_path)

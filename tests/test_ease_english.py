@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 import pytest
 from conftest import SHARED_DATA
+from stand_in_kit import stand_in_kit
 
 from experiments import kits
 from experiments.question import ConditionSpec, Question, load_question
@@ -90,20 +91,12 @@ def test_a_kit_without_the_english_corpus_says_how_to_add_it(tmp_path: Path) -> 
 def _kit(root: Path) -> Path:
     """A prepared kit ``me5_replication`` under ``root`` with both EASE corpora and both held-out pair tables (tiny
     stand-ins: the trainer and the witness are replaced in the test that reads them)."""
-    base = kits.kit_dir("me5_replication", root)
-    train = {"hard_negatives": "ease/hard_negatives.parquet", "entity_vectors": "ease/entity_vectors.parquet",
-             "hard_negatives_en": "ease_en/train/hard_negatives.parquet",
-             "entity_vectors_en": "ease_en/train/entity_vectors.parquet"}
-    report = {"eval_entity_pairs": "report/eval_entity_pairs.parquet",
-              kits.EASE_EN_WITNESS: "ease_en/report/eval_entity_pairs.parquet"}
-    for name, rel in {**train, **report}.items():
-        (base / rel).parent.mkdir(parents=True, exist_ok=True)
-        pl.DataFrame({"x": [len(name)]}).write_parquet(base / rel)
-    manifest = {"kit": "me5_replication", "scoring_sets": kits.SCORING_SETS["me5_replication"],
-                "tables": {"train": train, "report": report},
-                "hashes": {"train": kits.table_hashes({k: base / v for k, v in train.items()})}, "stats": {}}
-    (base / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    return base
+    return stand_in_kit(root, {"hard_negatives": "ease/hard_negatives.parquet",
+                               "entity_vectors": "ease/entity_vectors.parquet",
+                               "hard_negatives_en": "ease_en/train/hard_negatives.parquet",
+                               "entity_vectors_en": "ease_en/train/entity_vectors.parquet"},
+                        {"eval_entity_pairs": "report/eval_entity_pairs.parquet",
+                         kits.EASE_EN_WITNESS: "ease_en/report/eval_entity_pairs.parquet"})
 
 
 def test_the_runner_hands_the_witness_the_held_out_pairs_of_the_trained_corpus(tmp_path: Path,
