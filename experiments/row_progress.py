@@ -9,9 +9,10 @@ On 2 CPU cores a row trains for 10–40 min and scores for 5–10; a stop used t
   when both match and ``models.training.train`` resumes from it: weights, objective modules, optimiser, embedding
   rows, random state and history, so the loss sequence is the uninterrupted run's (``tests/test_training.py``,
   ``tests/test_vmsst_warmup.py``). Anything else in the folder is removed; a folder of another key or device, or one
-  without a complete checkpoint, starts afresh. A multilingual-e5-small checkpoint with its optimiser state is
-  0.65 GB and takes about 1.3 s to write here (against 5–9 s a CPU step); on a GPU, where a whole row trains in
-  seconds, it would cost more than it saves, so GPU rows write none.
+  without a complete checkpoint, starts afresh, and so does a checkpoint the trainer refuses to resume (settings it
+  sees otherwise under the same key: a start folder moved, a default changed). A multilingual-e5-small checkpoint
+  with its optimiser state is 0.65 GB and takes about 1.3 s to write here (against 5–9 s a CPU step); on a GPU,
+  where a whole row trains in seconds, it would cost more than it saves, so GPU rows write none.
 * **Scoring restarts without training again.** A finished training is kept (``experiments.shared_training.keep``)
   before scoring starts, so a stop while scoring leaves the next run only the scoring to do.
 
@@ -44,14 +45,14 @@ def checkpoint_every(steps: int, device: str) -> int:
     return steps // 4
 
 
-def prepare(folder: Path, marker: dict[str, Any]) -> int | None:
+def prepare(folder: Path, marker: dict[str, Any], *, afresh: bool = False) -> int | None:
     """Make ``folder`` ready for a row whose progress is identified by ``marker``: keep the checkpoints a stopped run
-    of the same row left (and nothing else), or start the folder afresh. Returns the step of the newest checkpoint
-    kept, ``None`` when starting afresh."""
+    of the same row left (and nothing else), or start the folder afresh (always with ``afresh``: a checkpoint the
+    trainer refused). Returns the step of the newest checkpoint kept, ``None`` when starting afresh."""
     from models.training.checkpoints import latest_checkpoint
 
     saved = _read_marker(folder / PROGRESS_FILE)
-    latest = latest_checkpoint(folder / CHECKPOINTS) if saved == marker else None
+    latest = latest_checkpoint(folder / CHECKPOINTS) if saved == marker and not afresh else None
     if latest is None:
         if folder.exists():
             shutil.rmtree(folder)

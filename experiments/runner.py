@@ -161,6 +161,7 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     """Train, score and write one row (to ``results``, default the question's ledger folder). Returns the row."""
     import pyarrow.parquet as pq
 
+    from models.training.checkpoints import ResumeError
     from models.training.train import train
 
     key = RowKey(condition.name, seed, scale)
@@ -188,10 +189,18 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
                  f", resuming at step {resumed}" if resumed is not None else "")
         every = row_progress.checkpoint_every(settings.steps, on) if not settings.checkpoint_every else 0
         t0 = time.perf_counter()
-        res = train(replace(settings, interpolate_start=None,
-                            **({"checkpoint_every": every, "keep_checkpoints": 1} if every else {})),
-                    train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
-                    tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
+        run_settings = replace(settings, interpolate_start=None,
+                               **({"checkpoint_every": every, "keep_checkpoints": 1} if every else {}))
+        try:
+            res = train(run_settings, train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
+                        tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
+        except ResumeError as exc:  # the same row and tables, but settings the trainer sees otherwise (a start or
+            # tokenizer folder moved, a setting's default changed): afresh rather than refused at every run
+            log.warning("%s: %s — its checkpoint cannot be resumed, training afresh: %s", q.name, key, exc)
+            row_progress.prepare(folder, {"training_key": tkey, "device": on}, afresh=True)
+            t0 = time.perf_counter()
+            res = train(run_settings, train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
+                        tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
         record = {"row": str(key), "train_seconds": round(time.perf_counter() - t0, 1),
                   "stats": {k: res.stats.get(k) for k in ("precision", "device", "final_loss", "step_seconds_median",
                                                           "forward", "embedding_updates", "components", "warmup")},

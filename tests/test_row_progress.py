@@ -161,3 +161,45 @@ def test_a_row_resumed_from_a_checkpoint_stays_out_of_the_training_rate(tmp_path
     assert estimate(q, [whole, resumed], "pairs", 1, "cpu") == pytest.approx(130.0)
     assert estimate(q, [whole, resumed, rescored], "pairs", 1, "cpu") == pytest.approx(130.0)
     assert estimate(q, [resumed], "pairs", 1, "cpu") == pytest.approx(10.0)  # no training rate known
+
+
+def test_a_checkpoint_the_trainer_refuses_is_dropped_and_the_row_trains_afresh(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same row, same tables, but a checkpoint written under settings the trainer now sees otherwise: the trainer's
+    ResumeError would otherwise stop the row at every run; the runner drops the checkpoint and trains afresh."""
+    import models.training.train as training
+    from experiments import runner
+    from models.training.checkpoints import ResumeError
+
+    stand_in_kit(tmp_path / "kits", {"bitext_pairs": "bitext/bitext_pairs.parquet"})
+    monkeypatch.setattr(kits, "KITS", tmp_path / "kits")
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "question.yaml").write_text(QUESTION, encoding="utf-8")
+    q = load_question(tmp_path / "q" / "question.yaml")
+    found: list[list[str]] = []
+
+    class Stop(Exception):
+        pass
+
+    def train(settings: Any, tables: dict[str, Path], out: Path, **kw: Any) -> SimpleNamespace:
+        ckpts = out / "checkpoints"
+        found.append(sorted(p.name for p in ckpts.iterdir()) if ckpts.is_dir() else [])
+        if len(found) == 1:
+            _checkpoint(ckpts, 6)
+            raise Stop
+        if found[-1]:
+            raise ResumeError(f"{ckpts}: written by a different configuration, refusing to resume")
+        (out / "model").mkdir(parents=True)
+        pl.DataFrame({"step": [12], "loss": [1.0]}).write_parquet(out / "train_steps.parquet")
+        return SimpleNamespace(stats={"precision": "fp32", "device": "cpu", "final_loss": 1.0, "resumed_from": 0},
+                               tables={"train_steps": "train_steps.parquet"})
+
+    monkeypatch.setattr(training, "train", train)
+    monkeypatch.setattr(runner, "score_report_and_full", lambda *a, **k: ({"tatoeba_mean": 40.0}, {}, 1.0))
+    monkeypatch.setattr(runner, "score", lambda *a, **k: ({}, 0.0))
+    run = dict(runs=tmp_path / "runs", results=tmp_path / "results", device="cpu")
+    with pytest.raises(Stop):
+        runner.run_row(q, q.condition("pairs"), 13, 1, **run)
+    row = runner.run_row(q, q.condition("pairs"), 13, 1, **run)
+    assert found == [[], ["step-00000006"], []]
+    assert "resumed_from_step" not in row and row["metrics"]["tatoeba_mean"] == 40.0
