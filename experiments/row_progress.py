@@ -61,18 +61,24 @@ def prepare(folder: Path, marker: dict[str, Any], *, afresh: bool = False) -> in
         tmp.write_text(json.dumps(marker, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, folder / PROGRESS_FILE)
         return None
-    keep = {folder / PROGRESS_FILE, folder / CHECKPOINTS, folder / CHECKPOINTS.parent}
-    for path in sorted(folder.rglob("*"), reverse=True):  # deepest first
-        inside = (folder / CHECKPOINTS) in path.parents
-        if path in keep or (inside and not path.relative_to(folder / CHECKPOINTS).parts[0].startswith(".tmp-")):
-            continue  # (a checkpoint's half-written .tmp- folder goes)
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+    # down the path to the checkpoints, everything beside it goes (and a checkpoint's half-written .tmp- folder)
+    along = ((folder, {PROGRESS_FILE, CHECKPOINTS.parent.name}), (folder / CHECKPOINTS.parent, {CHECKPOINTS.name}))
+    for parent, kept in along:
+        for path in parent.iterdir():
+            if path.name not in kept:
+                _remove(path)
+    for path in (folder / CHECKPOINTS).glob(".tmp-*"):
+        _remove(path)
     step = int(latest.name.split("-")[-1])
     log.info("%s: resuming from its checkpoint at step %d (%s)", folder.name, step, latest)
     return step
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def _read_marker(path: Path) -> dict[str, Any] | None:

@@ -183,24 +183,28 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
     kept = shared_training.kept_folder(runs, q, tkey)
     record = shared_training.load_kept(kept)
     on = resolved_device(device)
-    resumed = row_progress.prepare(folder, {"training_key": tkey, "device": on}) if record is None else None
+    marker = {"training_key": tkey, "device": on}
     if record is None:
+        resumed = row_progress.prepare(folder, marker)
         log.info("%s: %s — training %d steps%s", q.name, key, settings.steps,
                  f", resuming at step {resumed}" if resumed is not None else "")
         every = row_progress.checkpoint_every(settings.steps, on) if not settings.checkpoint_every else 0
-        t0 = time.perf_counter()
         run_settings = replace(settings, interpolate_start=None,
                                **({"checkpoint_every": every, "keep_checkpoints": 1} if every else {}))
+
+        def run_training() -> Any:
+            return train(run_settings, train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
+                         tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
+
+        t0 = time.perf_counter()
         try:
-            res = train(run_settings, train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
-                        tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
+            res = run_training()
         except ResumeError as exc:  # the same row and tables, but settings the trainer sees otherwise (a start or
             # tokenizer folder moved, a setting's default changed): afresh rather than refused at every run
             log.warning("%s: %s — its checkpoint cannot be resumed, training afresh: %s", q.name, key, exc)
-            row_progress.prepare(folder, {"training_key": tkey, "device": on}, afresh=True)
+            row_progress.prepare(folder, marker, afresh=True)
             t0 = time.perf_counter()
-            res = train(run_settings, train_tables, folder / "train", run_name=safe_name(f"{condition.name}-{seed}"),
-                        tokenizer_dir=tokenizer, keep_checkpoints_after=False, progress=False)
+            res = run_training()
         record = {"row": str(key), "train_seconds": round(time.perf_counter() - t0, 1),
                   "stats": {k: res.stats.get(k) for k in ("precision", "device", "final_loss", "step_seconds_median",
                                                           "forward", "embedding_updates", "components", "warmup")},
@@ -214,14 +218,12 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
         train_s, training_from = record["train_seconds"], None
     elif record["row"] == str(key):  # this row's own training, kept before a stop cut its scoring short
         log.info("%s: %s — its training was kept before a stop (%s): scoring again", q.name, key, kept)
-        if folder.exists():
-            shutil.rmtree(folder)
+        shutil.rmtree(folder, ignore_errors=True)
         trained, train_s, training_from = kept / "train", record["train_seconds"], None
         record = {**record, "resumed_from_step": record.get("resumed_from_step", settings.steps)}
     else:
         log.info("%s: %s — reusing the training of %s (%s)", q.name, key, record["row"], kept)
-        if folder.exists():
-            shutil.rmtree(folder)
+        shutil.rmtree(folder, ignore_errors=True)
         trained, train_s = kept / "train", 0.0
         training_from = {"row": record["row"], "train_seconds": record["train_seconds"]}
     model = trained / "model"
