@@ -79,9 +79,10 @@ def estimate(q: Question, rows: list[dict[str, Any]], condition: str, scale: int
         return score
 
     def rates(rs: list[dict[str, Any]]) -> list[float]:
-        # a row resumed from a checkpoint counts only the training after its stop (experiments.row_progress)
+        # a row resumed from a checkpoint counts only the training after its stop (experiments.row_progress); at
+        # step 0 that leaves out its pre-phase (VMSST's decoder warm-up)
         trained = [r for r in rs if r.get("steps") and float(r.get("train_seconds") or 0) >= _TRAINED_SECONDS
-                   and int(r.get("resumed_from_step") or r["steps"]) >= int(r["steps"])]
+                   and r.get("resumed_from_step") in (None, r["steps"])]
         # rows that record their step time ran the current trainer (issue 50: about 2.5× faster a step than the
         # rows before it); once there are any, they alone set the rate
         current = [r for r in trained if r.get("step_seconds")] or trained

@@ -8,9 +8,10 @@ On 2 CPU cores a row trains for 10–40 min and scores for 5–10; a stop used t
   ``experiments.shared_training.training_key``) and its device. The next run of the same row keeps that checkpoint
   when both match and ``models.training.train`` resumes from it: weights, objective modules, optimiser, embedding
   rows, random state and history, so the loss sequence is the uninterrupted run's (``tests/test_training.py``,
-  ``tests/test_vmsst_warmup.py``). Anything else in the folder is removed; a folder of another key or device, or one
-  without a complete checkpoint, starts afresh, and so does a checkpoint the trainer refuses to resume (settings it
-  sees otherwise under the same key: a start folder moved, a default changed). A multilingual-e5-small checkpoint
+  ``tests/test_vmsst_warmup.py``). A pre-phase (VMSST's decoder warm-up, 6–15 min here) is followed by a
+  checkpoint at step 0, so a stop after it keeps the warm-up. Anything else in the folder is removed; a folder of
+  another key or device, or one without a complete checkpoint, starts afresh, and so does a checkpoint the trainer
+  refuses to resume (settings it sees otherwise under the same key: a start folder moved, a default changed). A multilingual-e5-small checkpoint
   with its optimiser state is 0.65 GB and takes about 1.3 s to write here (against 5–9 s a CPU step); on a GPU,
   where a whole row trains in seconds, it would cost more than it saves, so GPU rows write none.
 * **Scoring restarts without training again.** A finished training is kept (``experiments.shared_training.keep``)

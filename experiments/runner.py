@@ -209,7 +209,7 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
                   "stats": {k: res.stats.get(k) for k in ("precision", "device", "final_loss", "step_seconds_median",
                                                           "forward", "embedding_updates", "components", "warmup")},
                   "train_steps": f"train/{res.tables['train_steps']}"}
-        if res.stats.get("resumed_from"):
+        if res.stats.get("resumed"):  # from a checkpoint: at step 0, the pre-phase (VMSST's warm-up) was kept
             record["resumed_from_step"] = int(res.stats["resumed_from"])
         trained = folder / "train"
         # kept for the siblings that interpolate from it and for this row itself, should scoring be cut short

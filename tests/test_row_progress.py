@@ -114,7 +114,8 @@ def test_the_runner_resumes_a_stopped_training_and_scores_a_kept_one_again(tmp_p
             raise Stop
         (out / "model").mkdir()
         pl.DataFrame({"step": list(range(1, 13)), "loss": [1.0] * 12}).write_parquet(out / "train_steps.parquet")
-        return SimpleNamespace(stats={"precision": "fp32", "device": "cpu", "final_loss": 1.0, "resumed_from": 3},
+        return SimpleNamespace(stats={"precision": "fp32", "device": "cpu", "final_loss": 1.0, "resumed_from": 3,
+                                      "resumed": True},
                                tables={"train_steps": "train_steps.parquet"})
 
     scored: list[Path] = []
@@ -147,7 +148,8 @@ def test_the_runner_resumes_a_stopped_training_and_scores_a_kept_one_again(tmp_p
 
 
 def test_a_row_resumed_from_a_checkpoint_stays_out_of_the_training_rate(tmp_path: Path) -> None:
-    """Its train_seconds count only the steps after the stop; a row whose whole training was kept counts."""
+    """Its train_seconds count only the steps after the stop (at step 0, all but its pre-phase: VMSST's decoder
+    warm-up); a row whose whole training was kept counts."""
     from experiments.plan import estimate
 
     (tmp_path / "q").mkdir()
@@ -161,6 +163,8 @@ def test_a_row_resumed_from_a_checkpoint_stays_out_of_the_training_rate(tmp_path
     assert estimate(q, [whole, resumed], "pairs", 1, "cpu") == pytest.approx(130.0)
     assert estimate(q, [whole, resumed, rescored], "pairs", 1, "cpu") == pytest.approx(130.0)
     assert estimate(q, [resumed], "pairs", 1, "cpu") == pytest.approx(10.0)  # no training rate known
+    after_warm_up = {**row, "seed": 16, "train_seconds": 60.0, "resumed_from_step": 0}
+    assert estimate(q, [whole, after_warm_up], "pairs", 1, "cpu") == pytest.approx(130.0)
 
 
 def test_a_checkpoint_the_trainer_refuses_is_dropped_and_the_row_trains_afresh(tmp_path: Path,
@@ -191,7 +195,8 @@ def test_a_checkpoint_the_trainer_refuses_is_dropped_and_the_row_trains_afresh(t
             raise ResumeError(f"{ckpts}: written by a different configuration, refusing to resume")
         (out / "model").mkdir(parents=True)
         pl.DataFrame({"step": [12], "loss": [1.0]}).write_parquet(out / "train_steps.parquet")
-        return SimpleNamespace(stats={"precision": "fp32", "device": "cpu", "final_loss": 1.0, "resumed_from": 0},
+        return SimpleNamespace(stats={"precision": "fp32", "device": "cpu", "final_loss": 1.0, "resumed_from": 0,
+                                      "resumed": False},
                                tables={"train_steps": "train_steps.parquet"})
 
     monkeypatch.setattr(training, "train", train)

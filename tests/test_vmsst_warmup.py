@@ -164,13 +164,48 @@ def test_a_resumed_run_does_not_warm_up_again(sample: dict[str, Path], tmp_path:
     res = train(full, tables, tmp_path / "full", tokenizer_dir=sample["tokenizer"], progress=False, resume=False)
     ref = pq.read_table(tmp_path / "full" / "train_steps.parquet").to_pydict()
     ckpt = tmp_path / "full" / "checkpoints"
-    assert [p.name for p in ckpt.iterdir()] == ["step-00000002"]
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step-00000000", "step-00000002"]  # keep_checkpoints 2
+    shutil.rmtree(ckpt / "step-00000000")
     shutil.copytree(ckpt, tmp_path / "ckpt")
     resumed = train(full, tables, tmp_path / "resumed", tokenizer_dir=sample["tokenizer"], progress=False,
                     checkpoint_dir=tmp_path / "ckpt")
     t = pq.read_table(tmp_path / "resumed" / "train_steps.parquet").to_pydict()
     assert t["loss"] == ref["loss"] and t["warmup_updates"] == [2.0] * 3
     assert resumed.stats["warmup"] == res.stats["warmup"] and resumed.stats["resumed_from"] == 2
+
+
+def test_a_run_stopped_after_its_warm_up_keeps_it(sample: dict[str, Path], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With checkpoints on, the warm-up is followed by a checkpoint at step 0 (the first one due comes only after
+    ``checkpoint_every`` updates, 15 of a 60-step CPU row, after a 6–15 min warm-up): a run stopped there resumes
+    at step 0 without warming up again, its warm-up record kept, and repeats the uninterrupted run's losses."""
+    import models.training.train as training
+
+    o = VmsstObjective(batch_size=8, kl_anneal_steps=10, monitor_every=2, warmup_decoder_steps=2,
+                       warmup_probe_gap=None, warmup_probe_pairs=8)
+    full = _settings(o, steps=3, checkpoint_every=2, keep_checkpoints=3)
+    tables = {"bitext_pairs": sample["bitext_pairs"]}
+    res = training.train(full, tables, tmp_path / "full", tokenizer_dir=sample["tokenizer"], progress=False,
+                         resume=False)
+    ref = pq.read_table(tmp_path / "full" / "train_steps.parquet").to_pydict()
+    assert not res.stats["resumed"]
+    shutil.copytree(tmp_path / "full" / "checkpoints" / "step-00000000", tmp_path / "ckpt" / "step-00000000")
+
+    def no_second_warm_up(run: object) -> None:
+        raise AssertionError("the warm-up ran again")
+
+    monkeypatch.setattr(training, "warm_up", no_second_warm_up)
+    resumed = training.train(full, tables, tmp_path / "resumed", tokenizer_dir=sample["tokenizer"], progress=False,
+                             checkpoint_dir=tmp_path / "ckpt")
+    t = pq.read_table(tmp_path / "resumed" / "train_steps.parquet").to_pydict()
+    assert t["loss"] == ref["loss"] and t["warmup_updates"] == [2.0] * 3
+    assert resumed.stats["warmup"] == res.stats["warmup"]  # seconds included: the record of the first run
+    assert resumed.stats["resumed"] and resumed.stats["resumed_from"] == 0
+    # without checkpoints no step-0 checkpoint is written
+    monkeypatch.undo()
+    training.train(_settings(o, steps=3), tables, tmp_path / "plain", tokenizer_dir=sample["tokenizer"],
+                   progress=False, resume=False)
+    assert not (tmp_path / "plain" / "checkpoints").exists()
 
 
 # ---------------------------------------------------------------------------------------------- (3) defaults

@@ -6,7 +6,8 @@
 The pipeline's ``train.<run>`` node calls the same ``train`` function. A step, nanoGPT-style and in one place:
 
 0. before update 1 of a fresh run, each objective's pre-phase when it has one (``Component.warm_up``: VMSST's decoder
-   warm-up): its own modules alone, the student frozen, until its probe passes or its budget is spent;
+   warm-up): its own modules alone, the student frozen, until its probe passes or its budget is spent; with
+   ``checkpoint_every`` set a checkpoint at step 0 follows it, so a run stopped before step 1's checkpoint keeps it;
 1. for each gradient-accumulation micro-step and each objective: draw its batch (a pure function of seed and step),
    embed the text columns (this rank's shard; under bf16 autocast on a GPU) and back-propagate weight × loss —
    directly, or through GradCache when ``grad_cache`` sets a mini-batch size (equal gradients, bounded memory);
@@ -207,6 +208,7 @@ class Run:
     rows: EmbeddingRows | None = None  # the word-embedding table's row-wise AdamW (``embedding_updates``)
     forward: str = "padded"  # the student's training forward: packed (models.training.packed_forward) or padded
     warmups: dict[str, dict[str, float]] = field(default_factory=dict)  # each pre-phase's record (``warm_up``)
+    resumed: bool = False  # continued from a checkpoint (``resume_run``; at step 0 after its pre-phase, too)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
@@ -307,6 +309,7 @@ def resume_run(run: Run, config: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state(state["rng_cuda"])
     run.history, run.best, run.start = state["history"], state["best"], state["step"]
     run.warmups = state.get("warmups", {})  # a checkpoint written before the pre-phase existed has none
+    run.resumed = True
     log.info("%s: resumed from %s at step %d", run.name, latest, run.start)
 
 
@@ -571,7 +574,8 @@ def run_stats(run: Run, seconds: float) -> dict[str, Any]:
     final = run.history.steps["loss"][-1] if run.history.steps["loss"] else float("nan")
     table = run.rows.weight.numel() if run.rows is not None else 0
     step_seconds = run.history.steps["seconds"][run.start:]
-    stats = {"final_loss": final, "steps": run.settings.steps, "resumed_from": run.start, "device": str(run.device),
+    stats = {"final_loss": final, "steps": run.settings.steps, "resumed_from": run.start, "resumed": run.resumed,
+             "device": str(run.device),
              "precision": "bf16" if run.bf16 else "fp32", "world_size": run.world,
              "objectives": [c.name for c in run.components], "parameters": sum(p.numel() for p in run.params) + table,
              "train_seconds": round(seconds, 4), "hardware": hardware(run.device),
@@ -608,8 +612,12 @@ def train(settings: TrainSettings, tables: Mapping[str, Path], out: Path, *, run
     config = to_mapping(settings)
     if resume:
         resume_run(run, config)
-    if run.start == 0:
+    if run.start == 0 and not run.warmups:
         warm_up(run)
+        if run.warmups and settings.checkpoint_every and run.rank == 0:
+            # a pre-phase takes minutes (VMSST's decoder warm-up: 6–15 min on 2 CPU cores) before the first
+            # checkpoint is due: a run stopped after it resumes at step 0 with its warm-up done
+            save_checkpoint(run.checkpoints, 0, run.snapshot(0), config, settings.keep_checkpoints)
     seconds = train_loop(run, config, progress)
     written: dict[str, str] = {}
     exported: dict[str, dict[str, Any]] = {}
