@@ -11,9 +11,10 @@ On 2 CPU cores a row trains for 10–40 min and scores for 5–10; a stop used t
   ``tests/test_vmsst_warmup.py``). A pre-phase (VMSST's decoder warm-up, 6–15 min here) is followed by a
   checkpoint at step 0, so a stop after it keeps the warm-up. Anything else in the folder is removed; a folder of
   another key or device, or one without a complete checkpoint, starts afresh, and so does a checkpoint the trainer
-  refuses to resume (settings it sees otherwise under the same key: a start folder moved, a default changed). A multilingual-e5-small checkpoint
-  with its optimiser state is 0.65 GB and takes about 1.3 s to write here (against 5–9 s a CPU step); on a GPU,
-  where a whole row trains in seconds, it would cost more than it saves, so GPU rows write none.
+  refuses to resume (settings it sees otherwise under the same key: a start folder moved, a default changed). A
+  multilingual-e5-small checkpoint with its optimiser state is 0.65 GB and takes about 1.3 s to write here (against
+  5–9 s a CPU step); on a GPU, where a whole row trains in seconds, it would cost more than it saves, so GPU rows
+  write none.
 * **Scoring restarts without training again.** A finished training is kept (``experiments.shared_training.keep``)
   before scoring starts, so a stop while scoring leaves the next run only the scoring to do.
 
