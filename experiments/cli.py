@@ -11,6 +11,7 @@
     carry [--out DIR] [--include-cpu-rows]  what the drain's pending rows read, ≤ 64 MiB, for the device tool
     gpu-drain --out DIR [--deadline S]      on a GPU machine: every pending GPU row, rows → DIR/rows.jsonl
     merge PATH                              rows returned by a drain → the ledgers
+    release QUESTION [--dry-run]            remove the kept trainings no pending row reads (after a final table)
     interpolation-sweep --model DIR --start M --out DIR   WiSE-FT: each α scored on a kit's decision sets
 """
 
@@ -23,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.paths import EXPERIMENTS, REPO, SHARED
+from experiments.paths import EXPERIMENTS, REPO, RUNS, SHARED
 
 
 def _questions(names: list[str]) -> list[str]:
@@ -39,10 +40,36 @@ def _questions(names: list[str]) -> list[str]:
 def cmd_status(a: argparse.Namespace) -> int:
     from experiments.plan import plan, status_lines
     from experiments.question import load_question
+    from experiments.shared_training import kept_trainings
 
     for name in _questions(a.questions):
         q = load_question(name)
         print("\n".join(status_lines(q, plan(q))))
+        kept = kept_trainings(RUNS, q)
+        if kept:
+            size = sum(f.stat().st_size for k in kept for f in k.rglob("*") if f.is_file())
+            print(f"  kept trainings: {len(kept)} ({size / 1e9:.1f} GB) under {kept[0].parent}; `polysent experiment "
+                  f"release {q.name}` removes those no pending row reads")
+    return 0
+
+
+def cmd_release(a: argparse.Namespace) -> int:
+    from experiments import kits
+    from experiments.plan import plan
+    from experiments.question import load_question
+    from experiments.shared_training import release_unneeded
+
+    q = load_question(_questions([a.question])[0])
+    pending = [(p.condition, p.key.seed, p.key.scale) for p in plan(q)
+               if p.state != "done" and p.key.condition != "start"]
+    removed, kept = release_unneeded(RUNS, q, pending, kits.load_manifest(q.kit)["hashes"]["train"],
+                                     dry_run=a.dry_run)
+    verb = "would remove" if a.dry_run else "removed"
+    for folder in removed:
+        print(f"{verb} {folder}")
+    for folder in kept:
+        print(f"kept {folder}: a pending row reads it")
+    print(f"{q.name}: {verb} {len(removed)} kept training(s), {len(kept)} still read by pending rows")
     return 0
 
 
@@ -254,6 +281,10 @@ def build_parser(prog: str = "polysent experiment") -> argparse.ArgumentParser:
     rr.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     rr.add_argument("--origin", default="run")
     rr.set_defaults(fn=cmd_run_row)
+    rl = sub.add_parser("release", help="remove the kept trainings no pending row reads (after a final table)")
+    rl.add_argument("question")
+    rl.add_argument("--dry-run", action="store_true", help="list what would be removed")
+    rl.set_defaults(fn=cmd_release)
     t = sub.add_parser("tables", help="regenerate every RESULTS.md from its ledger")
     t.add_argument("questions", nargs="*", help="default: every question")
     t.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")

@@ -200,6 +200,10 @@ class DecisionSpec:
     # whose ``keep`` figures a candidate may not fall below: the start's (a search from a pretrained start) or the
     # incumbent's at the same seeds (a setting decided from a random init, whose start is no quality to keep)
     keep_against: Literal["start", "incumbent"] = "start"
+    # the candidates' trainings stay under data/experiments/runs/<question>/trained/ after their rows, so the winner,
+    # once marked ``final: true``, is scored on the full sets from the very weights the decision read, without
+    # training again (``Question.keeps_training``); ``polysent experiment release QUESTION`` removes them after
+    keep_trainings: bool = False
 
 
 @dataclass(frozen=True)
@@ -242,6 +246,12 @@ class Question:
             if c.name == name:
                 return c
         raise KeyError(f"{self.name}: no condition {name!r}; conditions: {', '.join(c.name for c in self.conditions)}")
+
+    def keeps_training(self, condition: ConditionSpec) -> bool:
+        """Whether ``condition``'s training stays after its rows: a candidate of a decision with ``keep_trainings``
+        not yet scored on the full sets (``final``), whose final rows would otherwise train it again."""
+        d = self.decision
+        return bool(d and d.keep_trainings and condition.name in d.candidates and not condition.final)
 
     def scale(self, scale: int) -> ScaleSpec:
         for s in self.scales:

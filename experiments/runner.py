@@ -216,8 +216,9 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
         shared_training.keep(trained, kept, {**record, "for": shared_training.pending_siblings(
             q, condition, seed, scale, hashes, results)})
         train_s, training_from = record["train_seconds"], None
-    elif record["row"] == str(key):  # this row's own training, kept before a stop cut its scoring short
-        log.info("%s: %s — its training was kept before a stop (%s): scoring again", q.name, key, kept)
+    elif record["row"] == str(key):  # this row's own training, kept before a stop cut its scoring short, or kept
+        # for its decision's final table (DecisionSpec.keep_trainings)
+        log.info("%s: %s — its training was kept (%s): scoring again", q.name, key, kept)
         shutil.rmtree(folder, ignore_errors=True)
         trained, train_s, training_from = kept / "train", record["train_seconds"], None
         record = {**record, "resumed_from_step": record.get("resumed_from_step", settings.steps)}
@@ -273,7 +274,8 @@ def run_row(q: Question, condition: ConditionSpec, seed: int, scale: int, *, dev
                                              mechanism.start_row(read_rows(results or q.results)))
     write_row(results or q.results, row)
     shutil.rmtree(folder, ignore_errors=True)
-    if kept.exists() and not shared_training.pending_siblings(q, condition, seed, scale, hashes, results):
+    if kept.exists() and not q.keeps_training(condition) \
+            and not shared_training.pending_siblings(q, condition, seed, scale, hashes, results):
         shared_training.release(kept)
     return row
 

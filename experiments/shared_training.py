@@ -8,7 +8,9 @@ ignores α until the export: ``models.training.train.save_interpolated``), so tr
 tables it reads — and the first row of a key to run keeps its fine-tuned model under
 ``data/experiments/runs/<question>/trained/<key>/`` while a planned row of the same key is still pending; the others
 interpolate from it and only score. The kept folder is complete or absent (copied under a temporary name, then
-renamed; ``training.json`` written last) and is removed once no pending row needs it.
+renamed; ``training.json`` written last) and is removed once no pending row needs it — except a search's candidates
+when its decision has ``keep_trainings`` (``Question.keeps_training``): their trainings stay for the winner's final
+rows and go with ``release_unneeded`` (``polysent experiment release``).
 
 A row that reused a training says so: ``training_from`` names the row that trained it and its training seconds, and
 the row's own ``train_seconds`` is what it spent (the interpolation).
@@ -96,3 +98,26 @@ def release(folder: Path) -> None:
     if folder.exists():
         shutil.rmtree(folder, ignore_errors=True)
         log.info("removed the kept training %s: no pending row needs it", folder)
+
+
+def kept_trainings(runs: Path, q: Question) -> list[Path]:
+    """The question's kept training folders, complete or left incomplete by a killed copy (``.<key>.tmp-…``)."""
+    root = runs / q.name / "trained"
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def release_unneeded(runs: Path, q: Question, pending: list[tuple[ConditionSpec, int, int]],
+                     tables: dict[str, str], *, dry_run: bool = False) -> tuple[list[Path], list[Path]]:
+    """Remove every kept training of ``q`` that none of the ``pending`` rows (condition, seed, scale) would read —
+    the trainings a decision keeps for its final table (``DecisionSpec.keep_trainings``) once that table is in —
+    and every incomplete one; ``tables``: the kit's table hashes. Returns (removed, kept)."""
+    needed = {kept_folder(runs, q, training_key(q, c, seed, scale, tables)) for c, seed, scale in pending}
+    removed, kept = [], []
+    for folder in kept_trainings(runs, q):
+        if folder in needed and load_kept(folder) is not None:
+            kept.append(folder)
+            continue
+        removed.append(folder)
+        if not dry_run:
+            release(folder)
+    return removed, kept

@@ -208,3 +208,99 @@ def test_a_checkpoint_the_trainer_refuses_is_dropped_and_the_row_trains_afresh(t
     row = runner.run_row(q, q.condition("pairs"), 13, 1, **run)
     assert found == [[], ["step-00000006"], []]
     assert "resumed_from_step" not in row and row["metrics"]["tatoeba_mean"] == 40.0
+
+
+DECISION = """\
+name: q
+title: "a search whose winner is scored on the full sets from the weights the decision read"
+kit: me5_replication
+start: null
+encoder: {hidden_size: 32, num_layers: 1, num_heads: 2, intermediate_size: 64, max_length: 16}
+seeds: [13]
+scales:
+  - {scale: 1, steps: 12, runs_on: cpu, cpu_seconds: 60}
+evaluation:
+  report: [tatoeba_mean]
+  decision: [stsb_mono]
+  final: [tatoeba_mean]
+conditions:
+  - {name: "incumbent", objectives: [{kind: contrastive, batch_size: 8}], final: true}
+  - {name: "winner", objectives: [{kind: contrastive, batch_size: 4}], decision_only: true%s}
+  - {name: "loser", objectives: [{kind: contrastive, batch_size: 2}], decision_only: true}
+decision:
+  setting: "contrastive: batch size"
+  incumbent: "incumbent"
+  candidates: ["winner", "loser"]
+  figures: [decision.stsb_mono]
+  keep_trainings: true
+"""
+
+
+def test_a_decisions_candidates_keep_their_trainings_for_the_final_table(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``decision.keep_trainings``: the candidates' trainings stay after their rows (the incumbent's, scored on the
+    full sets already, does not); the winner, marked ``final: true`` after the decision, is scored on the full sets
+    from its kept training without training again, and its training goes once that row is in; ``release`` then
+    removes what no pending row reads (the loser's)."""
+    import models.training.train as training
+    from experiments import runner, shared_training
+    from experiments.plan import plan
+
+    stand_in_kit(tmp_path / "kits", {"bitext_pairs": "bitext/bitext_pairs.parquet"})
+    monkeypatch.setattr(kits, "KITS", tmp_path / "kits")
+    (tmp_path / "q").mkdir()
+    yaml = tmp_path / "q" / "question.yaml"
+    yaml.write_text(DECISION % "", encoding="utf-8")
+    q = load_question(yaml)
+    trained: list[int] = []
+
+    def train(settings: Any, tables: dict[str, Path], out: Path, **kw: Any) -> SimpleNamespace:
+        trained.append(settings.objectives[0].batch_size)
+        (out / "model").mkdir(parents=True)
+        (out / "model" / "weights").write_text(str(settings.objectives[0].batch_size), encoding="utf-8")
+        pl.DataFrame({"step": [12], "loss": [1.0]}).write_parquet(out / "train_steps.parquet")
+        return SimpleNamespace(stats={"precision": "fp32", "device": "cpu", "final_loss": 1.0, "resumed_from": 0,
+                                      "resumed": False}, tables={"train_steps": "train_steps.parquet"})
+
+    def weights(model: Path) -> int:
+        return int((Path(model) / "weights").read_text(encoding="utf-8"))
+
+    full: list[int] = []
+
+    def score_report_and_full(q: Any, model: Path, report: Any, final: Any, *a: Any, **k: Any) -> tuple:
+        if final:
+            full.append(weights(model))
+        return ({"tatoeba_mean": 50.0} if report else {}), ({"tatoeba_mean": 51.0} if final else {}), 1.0
+
+    monkeypatch.setattr(training, "train", train)
+    monkeypatch.setattr(runner, "score_report_and_full", score_report_and_full)
+    monkeypatch.setattr(runner, "score", lambda q, model, *a, **k: ({"stsb_mono": float(weights(model))}, 0.0))
+    runs = tmp_path / "runs"
+    run = dict(runs=runs, results=tmp_path / "results", device="cpu")
+    for name in ("incumbent", "winner", "loser"):
+        runner.run_row(q, q.condition(name), 13, 1, **run)
+    assert trained == [8, 4, 2]
+    kept = {shared_training.load_kept(f)["row"] for f in shared_training.kept_trainings(runs, q)}
+    assert kept == {"winner seed 13 ×1", "loser seed 13 ×1"}  # the incumbent's row is final already
+
+    # the decision made: the winner is scored on the full sets; its row is stale and only scores again
+    yaml.write_text(DECISION % ", final: true", encoding="utf-8")
+    q = load_question(yaml)
+    monkeypatch.setattr(q.__class__, "results", property(lambda self: tmp_path / "results"))
+    assert [p.key.condition for p in plan(q, against_kit=False)
+            if p.state != "done" and p.key.condition != "start"] == ["winner"]
+    row = runner.run_row(q, q.condition("winner"), 13, 1, **run)
+    assert trained == [8, 4, 2] and full == [8, 4]  # the winner's weights, not trained again
+    assert row["metrics"]["final.tatoeba_mean"] == 51.0 and row["metrics"]["decision.stsb_mono"] == 4.0
+    assert row["resumed_from_step"] == 12
+    kept = {shared_training.load_kept(f)["row"] for f in shared_training.kept_trainings(runs, q)}
+    assert kept == {"loser seed 13 ×1"}
+    removed, still = shared_training.release_unneeded(runs, q, [], {}, dry_run=True)
+    assert [shared_training.load_kept(f)["row"] for f in removed] == ["loser seed 13 ×1"] and not still
+    assert shared_training.kept_trainings(runs, q) == removed  # a dry run removes nothing
+    loser = q.condition("loser")
+    removed, still = shared_training.release_unneeded(runs, q, [(loser, 13, 1)], kits.load_manifest(
+        "me5_replication")["hashes"]["train"])
+    assert not removed and len(still) == 1  # a pending row of the loser would read it
+    removed, _ = shared_training.release_unneeded(runs, q, [], {})
+    assert len(removed) == 1 and shared_training.kept_trainings(runs, q) == []
