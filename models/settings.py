@@ -210,7 +210,7 @@ class TrainSettings:
     """``auto``: the GPU when torch sees one, else the CPU; ``cuda`` fails without one"""
     checkpoint_every: NonNegativeInt = 0
     """write a resumable checkpoint every this many updates (0: none); a killed run resumes from the newest, reproducing
-    the uninterrupted loss sequence"""
+    the uninterrupted loss sequence; an objective's pre-phase (VMSST's decoder warm-up) is followed by one at step 0"""
     keep_checkpoints: AtLeastOne = 2
     """checkpoints kept on disk, the newest ones"""
     dev: DevSettings | None = None
