@@ -18,15 +18,18 @@ from experiments import kits, row_progress
 from experiments.ledger import read_rows
 from experiments.question import load_question
 
-QUESTION = """\
+# the tiny question of every test here: its name, model, seed and scale (each test adds its title, sets, conditions)
+SETUP = """\
 name: q
-title: "a row cut short"
 kit: me5_replication
 start: null
 encoder: {hidden_size: 32, num_layers: 1, num_heads: 2, intermediate_size: 64, max_length: 16}
 seeds: [13]
 scales:
   - {scale: 1, steps: 12, runs_on: cpu, cpu_seconds: 60}
+"""
+QUESTION = SETUP + """\
+title: "a row cut short"
 evaluation:
   report: [tatoeba_mean]
 conditions:
@@ -210,15 +213,8 @@ def test_a_checkpoint_the_trainer_refuses_is_dropped_and_the_row_trains_afresh(t
     assert "resumed_from_step" not in row and row["metrics"]["tatoeba_mean"] == 40.0
 
 
-DECISION = """\
-name: q
+DECISION = SETUP + """\
 title: "a search whose winner is scored on the full sets from the weights the decision read"
-kit: me5_replication
-start: null
-encoder: {hidden_size: 32, num_layers: 1, num_heads: 2, intermediate_size: 64, max_length: 16}
-seeds: [13]
-scales:
-  - {scale: 1, steps: 12, runs_on: cpu, cpu_seconds: 60}
 evaluation:
   report: [tatoeba_mean]
   decision: [stsb_mono]
