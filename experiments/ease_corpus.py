@@ -55,6 +55,7 @@ import yaml
 
 from contract import StageResult
 from experiments.paths import REPO, SHARED, WORK
+from pipelines.leakage import EvalTextIndex, LeakageSettings
 from pipelines.wikidata import WikidataSettings, build_entities
 from pipelines.wikipedia.dump_reader import dump_kind, sibling_index
 from pipelines.wikipedia.entities import EntitySettings, build_entity_tables
@@ -92,7 +93,7 @@ def _rows(path: Path) -> int:
 
 
 def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None = None,
-                 config: Path = CONFIG) -> dict[str, Path]:
+                 config: Path = CONFIG, leakage: EvalTextIndex | None = None) -> dict[str, Path]:
     """Build EASE's ``hard_negatives`` and ``entity_vectors`` tables from the samples under ``data`` into ``out``.
 
     Args:
@@ -101,6 +102,8 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
         vectors: entity-vector settings; None = the config's ``corpora.entity_vectors``, or :data:`FALLBACK_VECTORS`
             where that is mode ``none``.
         config: the pipeline config whose ``corpora`` settings and ``sources.wikipedia`` file names are used.
+        leakage: the evaluation texts no training sentence may be (``pipelines.leakage``); None = the config's
+            ``corpora.leakage``, as the DAG's ``hard_negatives`` node reads it (the kits pass their own sets).
 
     Returns:
         ``{"hard_negatives": <hive-partitioned folder>, "entity_vectors": <Parquet file>}``, the paths the DAG gives
@@ -131,7 +134,9 @@ def prepare_ease(data: Path, out: Path, *, vectors: EntityVectorSettings | None 
 
     t = time.perf_counter()
     hn_dir = _stage(out, "hard_negatives")
-    hn_result: StageResult = build_hard_negatives(hn, ent_dir, languages, shards, hn_dir)
+    if leakage is None:
+        leakage = EvalTextIndex.from_settings(LeakageSettings.model_validate(corpora.get("leakage") or {}))
+    hn_result: StageResult = build_hard_negatives(hn, ent_dir, languages, shards, hn_dir, leakage)
     seconds["hard_negatives"] = time.perf_counter() - t
 
     t = time.perf_counter()

@@ -39,7 +39,8 @@ Kits:
   BPE tokenizer trained on them (``models.training.tokenizer``). Report sets: Tatoeba on the 8 trained languages Tatoeba
   has (1,000 pairs), xSIM on the held-out NTREX documents, STS17's tracks whose two languages are trained.
 
-Every corpus goes through the leakage guard (``pipelines.leakage``) against every report and decision set.
+Every corpus goes through the leakage guard (``pipelines.leakage``) against every report and decision set, EASE's
+Wikipedia sentences included (``ease_leakage``).
 """
 
 from __future__ import annotations
@@ -358,6 +359,18 @@ def me5_leakage(data: Path, ntrex_heldout: Path, *, later_sets: bool = False) ->
     ])
 
 
+def ease_leakage(data: Path, ntrex_heldout: Path | None) -> Any:
+    """The leakage guard's index of kit ``me5_replication``'s EASE corpora: every set of ``me5_leakage`` with the later
+    ones (no sentence of the Wikipedia samples is among them, so the guard removes nothing from these tables and
+    they keep their bytes; it is there for data that would), NTREX's held-out lines left out when ``ntrex_heldout``
+    is None."""
+    from pipelines.leakage import EvalTextIndex, LeakageSettings
+
+    sets = me5_leakage(data, ntrex_heldout or data, later_sets=True).eval_sets
+    return EvalTextIndex.from_settings(LeakageSettings(
+        eval_sets=[s for s in sets if ntrex_heldout is not None or s.name != "ntrex_heldout"]))
+
+
 def _me5_bitext(data: Path, ntrex_train: dict[str, Path], index: Any, out: Path) -> Any:
     """The ``bitext_pairs`` stage of kit ``me5_replication`` into ``out``: en/es pivots, 3,000 pairs per (pivot,
     language), from NTREX's training lines (``ntrex_train``: language → file, as ``_write_ntrex`` writes them),
@@ -476,7 +489,8 @@ def add_all_language_corpora(root: Path | None = None, data: Path = SHARED) -> d
     return built["stats"]
 
 
-def ease_en_corpus(data: Path, work: Path, config: Path = EASE_EN_CONFIG) -> dict[str, Any]:
+def ease_en_corpus(data: Path, work: Path, config: Path = EASE_EN_CONFIG,
+                   ntrex_heldout: Path | None = None) -> dict[str, Any]:
     """EASE's monolingual English corpus, built under ``work`` (which must not hold ``ease-en-build``, ``train`` or
     ``report`` yet) by ``experiments.ease_corpus.prepare_ease`` with ``config`` (default
     ``configs/examples/shared-data-ease-en.yaml``: the English sample alone, no Wikidata, link targets keyed by title,
@@ -489,12 +503,14 @@ def ease_en_corpus(data: Path, work: Path, config: Path = EASE_EN_CONFIG) -> dic
     - ``eval_entity_pairs_en`` (``report/eval_entity_pairs.parquet``): the held-out pairs, the retrieval witness's.
 
     No pair has a hard negative (the sample's 2 entities with a page are each alone in their infobox type), so an
-    ``ease`` objective trains on them with ``hard_negatives: false``. Returns ``train`` and ``report`` (table name →
-    path under ``work``) and ``stats`` (the held-out split's counts and the seconds)."""
+    ``ease`` objective trains on them with ``hard_negatives: false``. The leakage guard is the kit's (``me5_leakage``
+    with the later sets; ``ntrex_heldout``: the kit's held-out NTREX lines, left out of it when None). Returns
+    ``train`` and ``report`` (table name → path under ``work``) and ``stats`` (the held-out split's counts and the
+    seconds)."""
     from experiments.ease_corpus import hold_out_entity_pairs, prepare_ease
 
     t0 = time.perf_counter()
-    built = prepare_ease(data, work / "ease-en-build", config=config)
+    built = prepare_ease(data, work / "ease-en-build", config=config, leakage=ease_leakage(data, ntrex_heldout))
     (work / "train").mkdir()
     train = {"hard_negatives_en": work / "train" / "hard_negatives",
              "entity_vectors_en": work / "train" / built["entity_vectors"].name}
@@ -523,7 +539,8 @@ def add_ease_en(root: Path | None = None, data: Path = SHARED, config: Path = EA
     _refuse_held(base, kit, held)
     work, final = _fresh_build_dir(base, "ease_en")
     try:
-        built = ease_en_corpus(data, work, config)
+        held = base / "ntrex-heldout"  # a prepared kit has it; a kit stand-in of the tests may not
+        built = ease_en_corpus(data, work, config, held if held.is_dir() else None)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
@@ -628,7 +645,7 @@ def _me5_replication(data: Path, work: Path, tatoeba_report_pairs: int = 300,
              "bitext_pairs": dirs["bitext"] / bitext.tables["bitext_pairs"]}
     from experiments.ease_corpus import hold_out_entity_pairs, prepare_ease
 
-    built = prepare_ease(data, work / "ease-build")
+    built = prepare_ease(data, work / "ease-build", leakage=ease_leakage(data, work / "ntrex-heldout"))
     (work / "ease").mkdir()
     train["entity_vectors"] = work / "ease" / built["entity_vectors"].name
     built["entity_vectors"].rename(train["entity_vectors"])

@@ -97,8 +97,8 @@ class Corpora(_Strict):
     """node ``bitext_pairs``: the pairs of ``sources.bitext``, filtered, guarded against leakage and sampled per
     language"""
     leakage: LeakageSettings = Field(default_factory=LeakageSettings)
-    """the leakage guard of ``xnli_groups``, ``nli_triples`` and ``bitext_pairs``: a training text that is also an
-    evaluation text is dropped"""
+    """the leakage guard of ``hard_negatives``, ``xnli_groups``, ``nli_triples`` and ``bitext_pairs``: a training text
+    that is also an evaluation text is dropped (for EASE, every pair of such a sentence)"""
     eval_sets: EvalSetsSettings = Field(default_factory=EvalSetsSettings)
     """node ``eval_sets``: the evaluation sets of ``sources.eval`` as tables"""
 

@@ -110,9 +110,14 @@ def test_every_node_pickles_with_a_top_level_run_function(default_dag: dict) -> 
 
 
 def test_corpus_nodes_of_one_dag_share_one_leakage_index(default_dag: dict) -> None:
-    """The evaluation texts are read once per process for all corpus nodes, not once per node."""
-    indexes = {id(default_dag[n].run.keywords["leakage"]) for n in ("xnli_groups", "nli_triples", "bitext_pairs")}
+    """The evaluation texts are read once per DAG for all corpus nodes — Wikipedia's hard negatives too — not once
+    per node; a DAG built again (a scheduled rerun in one process) reads them afresh."""
+    names = ("hard_negatives", "xnli_groups", "nli_triples", "bitext_pairs")
+    indexes = {id(default_dag[n].run.keywords["leakage"]) for n in names}
     assert len(indexes) == 1
+    assert default_dag["hard_negatives"].config["leakage"] == default_dag["bitext_pairs"].config["leakage"]
+    again = build_dag(load_config(REPO / "configs" / "default.yaml", data_root=Path("/nonexistent/polysent-data")))
+    assert id(again["hard_negatives"].run.keywords["leakage"]) not in indexes
 
 
 def test_build_dag_lists_the_stages_in_dag_order(default_dag: dict) -> None:

@@ -9,6 +9,7 @@ import pytest
 from conftest import SAMPLE
 from wiki_chain import build_chain
 
+from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
 from pipelines.wikipedia.entities import EntitySettings
 from pipelines.wikipedia.hard_negatives import HardNegativeSettings, build_hard_negatives, type_candidates
 
@@ -129,6 +130,55 @@ def test_caps_and_quotas_are_reproducible_subsets(chain: dict[str, Path], tmp_pa
     assert joined.height == sa.height and (joined["negative"] == joined["negative_full"]).all()
     with pytest.raises(ValueError, match="no entry for 'ru'"):
         HardNegativeSettings(max_pairs_per_language={"en": 5}).quota("ru")
+
+
+def test_sentences_that_are_evaluation_texts_give_no_pair_and_are_counted(chain: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """The leakage guard: two sentences that give pairs, written (in other case and spacing) as an evaluation set, lose
+    every pair; the ``leakage`` table and the drop reason count their links; every other pair is as without the
+    guard, and under a binding quota the others fill it."""
+    langs = {lang: chain[f"lang-{lang}"] for lang in DUMPS}
+    shards = {lang: [chain[f"shard-{lang}-0"]] for lang in DUMPS}
+    full = pl.read_parquet(chain["hn"] / "hard_negatives")
+    key = ["lang", "page_id", "sent_id"]
+    per_sentence = full.group_by(key).len().sort("len", *key, descending=[True, False, False, False])
+    chosen = per_sentence.filter(pl.col("lang") == "en").head(1).vstack(
+        per_sentence.filter(pl.col("lang") == "de").head(1))
+    texts = full.join(chosen.select(key), on=key).unique(key).sort(key)["text"].to_list()
+    (tmp_path / "eval.txt").write_text("\n".join(f"  {t.upper()}  " for t in texts) + "\n", encoding="utf-8")
+    index = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[EvalSetSpec(name="probe",
+                                                                               path=tmp_path / "eval.txt")]))
+    out = tmp_path / "guarded"
+    out.mkdir()
+    result = build_hard_negatives(HardNegativeSettings(), chain["entities"], langs, shards, out, index)
+    hn = pl.read_parquet(out / "hard_negatives")
+    assert hn.join(chosen.select(key), on=key).is_empty()
+    # every link of those sentences, pair or not (the extract's links, by their sentence), is counted once
+    links = pl.concat([pl.read_parquet(chain[f"lang-{lang}"] / "wiki_links").select(
+        pl.lit(lang).alias("lang"), pl.col("page_id").cast(pl.Int64), pl.col("sent_id").cast(pl.Int32))
+        for lang in DUMPS]).join(chosen.select(key), on=key)
+    leak = pl.read_parquet(out / "leakage.parquet")
+    assert dict(leak.select("lang", "units_removed").iter_rows()) == dict(links.group_by("lang").len().iter_rows())
+    assert set(leak["eval_set"]) == {"probe"} and set(leak["corpus"]) == {"hard_negatives"}
+    drops = pl.read_parquet(out / "ease_drop_counts.parquet")
+    assert drops.filter(pl.col("reason") == "in_evaluation_set")["count"].sum() == links.height
+    assert result.stats["links_leaked"] == links.height >= chosen["len"].sum() >= 2
+    assert hn.equals(full.join(chosen.select(key), on=key, how="anti"))
+    # the leaked links are counted instead of elsewhere: every link is still a pair or one counted drop
+    all_links = sum(pl.read_parquet(chain[f"lang-{lang}"] / "wiki_links").height for lang in DUMPS)
+    assert hn.height + drops.filter(pl.col("stage") == "hard_negatives")["count"].sum() == all_links
+    # a binding quota fills from the other sentences (removed before sampling, not after: dropping them from the
+    # unguarded sample would leave it short by the leaked pairs among its smallest hashes)
+    n_en = hn.filter(pl.col("lang") == "en").height
+    quota = HardNegativeSettings(max_pairs_per_language={"en": n_en - 1, "de": 10_000, "ru": 10_000})
+    capped = tmp_path / "capped"
+    capped.mkdir()
+    build_hard_negatives(quota, chain["entities"], langs, shards, capped, index)
+    en = pl.read_parquet(capped / "hard_negatives").filter(pl.col("lang") == "en")
+    assert en.height == n_en - 1 and en.join(chosen.select(key), on=key).is_empty()
+    # without evaluation sets the table is empty and nothing is dropped for it
+    plain = pl.read_parquet(chain["hn"] / "leakage.parquet")
+    assert plain.is_empty() and plain.columns == ["corpus", "eval_set", "lang", "units_removed"]
 
 
 @pytest.mark.parametrize("cap_quota", [(10_000, 1_000_000), (2, 25)])

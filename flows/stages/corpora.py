@@ -1,7 +1,8 @@
 """The training corpora beside Wikipedia: ``xnli_groups``, ``nli_triples``, ``bitext_pairs``.
 
-Every corpus node takes the same leakage guard (``corpora.leakage``): its settings and the evaluation files it reads
-enter each node's cache key, and the nodes of one process share one index of the evaluation texts, read on first use.
+Every corpus node — these and Wikipedia's ``hard_negatives`` (``flows/stages/wiki.py``) — takes the same leakage guard
+(``corpora.leakage``, :func:`leakage_guard`): its settings and the evaluation files it reads enter each node's cache
+key, and the nodes of one DAG share one index of the evaluation texts, read on first use.
 """
 
 from __future__ import annotations
@@ -58,6 +59,18 @@ class BuiltOnce:
         self.__init__(state["build"])
 
 
+def leakage_guard(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> tuple[dict[str, Path], Any, BuiltOnce]:
+    """The leakage guard a corpus node takes: the evaluation files its cache key hashes, the settings its key holds,
+    and the index of evaluation texts, built on first use — the one an upstream corpus node of the same DAG already
+    holds (Wikipedia's ``hard_negatives``), so the nodes of one DAG read the evaluation sets once."""
+    leak = cfg.corpora.leakage
+    shared = next((node.run.keywords["leakage"] for node in upstream.values()
+                   if node.stage in CORPUS_STAGES and isinstance(node.run, partial)
+                   and isinstance(node.run.keywords.get("leakage"), BuiltOnce)), None)
+    return (leak.files() if leak.eval_sets else {}, portable(leak),
+            shared or BuiltOnce(partial(EvalTextIndex.from_settings, leak)))
+
+
 def run_xnli_groups(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], *, settings: XnliSettings,
                     source: XnliSource, leakage: BuiltOnce) -> StageResult:
     return build_groups(settings, source, leakage(), out)
@@ -82,10 +95,8 @@ def run_bitext_pairs(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str,
 
 def corpora_nodes(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> list[Node]:
     """The nodes of the configured XNLI, NLI and bitext sources (none for a source the config leaves out)."""
-    src, leak = cfg.sources, cfg.corpora.leakage
-    leak_files = leak.files() if leak.eval_sets else {}
-    leak_cfg = portable(leak)
-    leakage = BuiltOnce(partial(EvalTextIndex.from_settings, leak))  # the corpus nodes read the eval sets once
+    src = cfg.sources
+    leak_files, leak_cfg, leakage = leakage_guard(cfg, upstream)  # the DAG's corpus nodes share one index
     nodes = []
 
     if src.xnli is not None:

@@ -5,6 +5,7 @@ wiki_shard.<lang>.<i> ──► wiki_extract.<lang> ──┬──► entities 
 wikidata ───────────────────────────────────────┴───────────────┴──► entity_vectors
 ```
 ``entity_vectors`` reads ``wikidata`` too: the sitelink title of a vocabulary entity whose page the dump lacks.
+``hard_negatives`` takes the corpus nodes' leakage guard (``flows.stages.corpora.leakage_guard``).
 A dump is cut into shards of ``corpora.wiki.shard_bytes`` (multistream byte ranges or page ranges of plain XML; one
 shard for single-stream bz2/gz). Each shard is its own node — its own task, cache key and artifact — so a Dask task
 runner spreads one dump, or many languages, over machines; ``wiki_extract.<lang>`` joins them and resolves redirects.
@@ -21,6 +22,7 @@ from typing import Any
 from contract import StageResult
 from flows.config import PipelineConfig
 from flows.graph import Node, canonical, portable
+from flows.stages.corpora import BuiltOnce, leakage_guard
 from pipelines.wikidata import STAGE_VERSION as WIKIDATA_VERSION
 from pipelines.wikidata import WikidataSettings, build_entities
 from pipelines.wikipedia.dump_reader import dump_kind, sibling_index
@@ -66,10 +68,12 @@ def run_entities(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any
 
 
 def run_hard_negatives(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], *,
-                       settings: HardNegativeSettings, shards_of: dict[str, list[str]]) -> StageResult:
+                       settings: HardNegativeSettings, shards_of: dict[str, list[str]],
+                       leakage: BuiltOnce) -> StageResult:
     return build_hard_negatives(settings, up["entities"].path,
                                 {lang: up[f"wiki_extract.{lang}"].path for lang in shards_of},
-                                {lang: [up[n].path for n in shards] for lang, shards in shards_of.items()}, out)
+                                {lang: [up[n].path for n in shards] for lang, shards in shards_of.items()}, out,
+                                leakage())
 
 
 def run_entity_vectors(out: Path, up: Mapping[str, ArtifactRef], ctx: Mapping[str, Any], *,
@@ -135,9 +139,11 @@ def wiki_nodes(cfg: PipelineConfig, upstream: Mapping[str, Node]) -> list[Node]:
     hn = corpora.hard_negatives
     for lang in langs:
         hn.quota(lang)  # a per-language quota must name every language: fail at planning, not after hours
+    leak_files, leak_cfg, leakage = leakage_guard(cfg, upstream)
     nodes.append(Node("hard_negatives", "hard_negatives", HARD_NEGATIVES_VERSION,
-                      {"settings": canonical(hn), "languages": langs},
-                      partial(run_hard_negatives, settings=hn, shards_of=shards_of),
+                      {"settings": canonical(hn), "languages": langs, "leakage": leak_cfg},
+                      partial(run_hard_negatives, settings=hn, shards_of=shards_of, leakage=leakage),
+                      files=leak_files,
                       deps={"entities": "entities", **extracts, **{n: n for lang in langs for n in shards_of[lang]}}))
 
     vec = corpora.entity_vectors

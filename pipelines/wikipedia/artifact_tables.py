@@ -18,9 +18,15 @@ def scan_table(folder: Path) -> pl.LazyFrame:
     return pl.scan_parquet(str(folder / "**" / "*.parquet"), hive_partitioning=False)
 
 
-def scan_shards(shards: Sequence[Path], table: str, lang: str) -> pl.LazyFrame:
-    """``table`` of language ``lang`` over the shard artifacts of a dump, parts in shard and file order."""
-    files = [str(f) for s in shards for f in sorted((s / table / f"lang={lang}").glob("*.parquet"))]
+def shard_files(shards: Sequence[Path], table: str, lang: str) -> list[Path]:
+    """The Parquet parts of ``table`` of language ``lang`` over the shard artifacts of a dump, in shard and file
+    order; ``FileNotFoundError`` when there are none."""
+    files = [f for s in shards for f in sorted((s / table / f"lang={lang}").glob("*.parquet"))]
     if not files:
         raise FileNotFoundError(f"no {table} parts for language {lang!r} in {len(shards)} shard(s)")
-    return pl.scan_parquet(files, hive_partitioning=False)
+    return files
+
+
+def scan_shards(shards: Sequence[Path], table: str, lang: str) -> pl.LazyFrame:
+    """``table`` of language ``lang`` over the shard artifacts of a dump, parts in shard and file order."""
+    return pl.scan_parquet([str(f) for f in shard_files(shards, table, lang)], hive_partitioning=False)

@@ -35,6 +35,11 @@ entity of its type, or every candidate linked on the sentence's page — is kept
 (``models.training.corpus_tables.load_entity_pairs``): with its ``hard_negatives: true`` such rows are dropped when
 training loads them (logged), with ``hard_negatives: false`` every row trains without hard negatives; it has no mode
 that mixes rows with and without one.
+
+**Leakage guard** (``pipelines.leakage``, the ``corpora.leakage`` sets every corpus node reads): a sentence whose
+normalised text is an evaluation text — BUCC's sentences come from Wikipedia — gives no pair. Its links are removed
+before sampling (so the quota fills from the rest), counted per evaluation set in the ``leakage`` table (units: the
+sentence's links) and as the drop reason ``in_evaluation_set``; the same-page exclusion still sees them.
 """
 
 from __future__ import annotations
@@ -51,15 +56,17 @@ from pydantic import ConfigDict, Field, field_validator
 
 from contract import StageResult
 from pipelines.key_defaults import KeyWhenSet
+from pipelines.leakage import EvalTextIndex, leakage_counts
 from pipelines.seeded_hash import seeded_hash, splitmix64
-from pipelines.wikipedia.artifact_tables import scan_shards, scan_table
+from pipelines.text_normalise import normalise_series
+from pipelines.wikipedia.artifact_tables import scan_shards, scan_table, shard_files
 
 log = logging.getLogger("polysent.pipelines.ease")
-STAGE_VERSION = "7"  # 4: every draw of an entity is a column of its row (no positional alignment after a join);
+STAGE_VERSION = "8"  # 4: every draw of an entity is a column of its row (no positional alignment after a join);
 #   5: a page's own subject (origin_entity) is never a hard negative of its sentences; 6: a language without pairs
 #   writes a schema-only file with the table's columns (it wrote a column-less one when no language had a pair)
 #   7: a link to a title the dump has no page for is a pair when the title has a Wikidata sitelink (entity_link_titles);
-#   such titles linked on a page are excluded from its hard negatives too
+#   such titles linked on a page are excluded from its hard negatives too; 8: the leakage guard (a ``leakage`` table)
 
 
 class HardNegativeSettings(KeyWhenSet):
@@ -159,9 +166,27 @@ def _pair_hash(df: pl.DataFrame, seed: int, salt: str) -> pl.Series:
     return pl.Series(h, dtype=pl.UInt64)
 
 
+def leaking_sentences(shards: list[Path], lang: str, index: EvalTextIndex) -> pl.DataFrame:
+    """The (``page_id``, ``sent_id``, ``eval_set``) of language ``lang``'s sentences whose normalised text is in
+    ``index``, read one shard file at a time (memory bounded by a shard, not the dump)."""
+    found = [pl.DataFrame(schema={"page_id": pl.Int64, "sent_id": pl.Int32, "eval_set": pl.Utf8})]
+    if not len(index):
+        return found[0]
+    for f in shard_files(shards, "wiki_sentences", lang):
+        sents = pl.read_parquet(f, columns=["page_id", "sent_id", "text"]).with_row_index("unit")
+        matched = index.matches(sents.select("unit", pl.lit(lang).alias("lang"),
+                                             normalise_series(sents["text"]).alias("norm")))
+        found.append(sents.join(matched.select("unit", "eval_set"), on="unit")
+                     .select(pl.col("page_id").cast(pl.Int64), pl.col("sent_id").cast(pl.Int32), "eval_set"))
+    return pl.concat(found).unique().sort("page_id", "sent_id", "eval_set")
+
+
 def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, languages: Mapping[str, Path],
-                         shards: Mapping[str, list[Path]], out: Path) -> StageResult:
-    """``languages``: ``wiki_extract`` artifact per language; ``shards``: its ``wiki_shard`` artifacts (sentences)."""
+                         shards: Mapping[str, list[Path]], out: Path,
+                         index: EvalTextIndex | None = None) -> StageResult:
+    """``languages``: ``wiki_extract`` artifact per language; ``shards``: its ``wiki_shard`` artifacts (sentences);
+    ``index``: the leakage guard's evaluation texts (None: no guard)."""
+    index = index if index is not None else EvalTextIndex.empty()
     entities = pl.read_parquet(entities_dir / "entities.parquet")
     titles = pl.read_parquet(entities_dir / "entity_titles.parquet")
     link_titles = read_link_titles(entities_dir / "entity_link_titles.parquet")
@@ -172,11 +197,16 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
     drops: list[dict] = []
     frames: list[pl.DataFrame] = []
     by_sitelink: dict[str, int] = {}
+    leaked: list[pl.DataFrame] = []
     for lang, path in sorted(languages.items()):
-        sampled, lang_drops, by_sitelink[lang] = _language_pairs(
-            settings, lang, path, shards[lang], _EntityKeys.of(lang, titles, link_titles), vocab, cands)
+        sampled, lang_drops, by_sitelink[lang], lang_leaked = _language_pairs(
+            settings, lang, path, shards[lang], _EntityKeys.of(lang, titles, link_titles), vocab, cands,
+            leaking_sentences(shards[lang], lang, index))
         frames.append(sampled)
         drops += lang_drops
+        leaked.append(lang_leaked)
+    leak = leakage_counts("hard_negatives", pl.concat(leaked))
+    leak.write_parquet(out / "leakage.parquet")
     result = pl.concat(frames) if frames else pl.DataFrame(schema=PAIR_SCHEMA)
     folder = out / "hard_negatives"
     folder.mkdir(parents=True, exist_ok=True)
@@ -196,9 +226,11 @@ def build_hard_negatives(settings: HardNegativeSettings, entities_dir: Path, lan
                     ", ".join(sorted(languages)) or "no language", no_pairs_reason(drops, types, vocab))
     return StageResult(
         tables={"hard_negatives": "hard_negatives", "entity_negative_candidates": "entity_negative_candidates.parquet",
-                "ease_drop_counts": "ease_drop_counts.parquet"},
-        stats={"pairs": result.height, "per_language": {lang: int((result["lang"] == lang).sum()) if result.height
-                                                        else 0 for lang in languages},
+                "ease_drop_counts": "ease_drop_counts.parquet", "leakage": "leakage.parquet"},
+        stats={"pairs": result.height,
+               "links_leaked": sum(d["count"] for d in drops if d["reason"] == "in_evaluation_set"),
+               "per_language": {lang: int((result["lang"] == lang).sum()) if result.height else 0
+                                for lang in languages},
                "links_to_entities_without_page": by_sitelink, "drops": drops,
                **({"pairs_without_negative": {lang: int(((result["lang"] == lang) & result["negative"].is_null())
                                                          .sum()) if result.height else 0 for lang in languages}}
@@ -268,30 +300,42 @@ class _EntityKeys:
 
 
 def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shards: list[Path], keys: _EntityKeys,
-                    vocab: pl.DataFrame, cands: pl.DataFrame) -> tuple[pl.DataFrame, list[dict], int]:
+                    vocab: pl.DataFrame, cands: pl.DataFrame,
+                    leaking: pl.DataFrame) -> tuple[pl.DataFrame, list[dict], int, pl.DataFrame]:
     """One language's sampled pairs, processed ``pages_per_chunk`` pages at a time.
 
     Memory stays bounded at full-dump scale: a chunk's links are exploded against the candidates and the same-page
     links, then only the rows that can still be sampled are kept. That pruning is exact: the per-entity cap keeps
     each entity's smallest hashes and the quota the smallest hashes overall, and a row cut by either can never come
     back (a later row that evicts a survivor has a smaller hash, so the survivors below any hash never decrease).
-    The third value counts the links whose target has no page in the dump but an entity by its sitelink.
+    The third value counts the links whose target has no page in the dump but an entity by its sitelink; the fourth
+    is the links of the ``leaking`` sentences (``leaking_sentences``), removed before any pair is built, as
+    (``unit``, ``lang``, ``eval_set``) for ``leakage_counts``.
     """
     cap, quota = settings.max_pairs_per_entity, settings.quota(lang)
     links_lf = scan_table(path / "wiki_links").select(*_KEY, "start", "end", "surface", "target", "target_page_id")
     targets_lf = scan_table(path / "wiki_page_targets").select("page_id", "target", "target_page_id")
     bounds = links_lf.select(pl.col("page_id").min().alias("lo"), pl.col("page_id").max().alias("hi"),
                              pl.len().alias("n")).collect().row(0, named=True)
-    n = {"links": 0, "missing": 0, "by_sitelink": 0, "pairs": 0, "in_vocab": 0, "with_cands": 0, "kept": 0,
+    n = {"leaked": 0, "links": 0, "missing": 0, "by_sitelink": 0, "pairs": 0, "in_vocab": 0, "with_cands": 0, "kept": 0,
          "without_negative": 0}
     per_entity: dict[str, int] = {}
     survivors: pl.DataFrame | None = None
+    leaked = [pl.DataFrame(schema={"unit": pl.Utf8, "lang": pl.Utf8, "eval_set": pl.Utf8})]
+    leaking_keys = leaking.select("page_id", "sent_id").unique()
     if bounds["n"]:
         lo, hi = int(bounds["lo"]), int(bounds["hi"])
         step = max(1, (hi - lo + 1) * settings.pages_per_chunk // max(1, _n_pages(path)))
         for start in range(lo, hi + 1, step):
             in_range = (pl.col("page_id") >= start) & (pl.col("page_id") < start + step)
             links = links_lf.filter(in_range).collect()
+            if leaking.height:
+                hit = links.join(leaking, on=["page_id", "sent_id"])
+                leaked.append(hit.select(pl.concat_str(*(pl.col(k).cast(pl.Utf8) for k in _KEY),
+                                                       separator=":").alias("unit"),
+                                         pl.lit(lang).alias("lang"), "eval_set"))
+                n["leaked"] += hit.select(_KEY).n_unique() if hit.height else 0
+                links = links.join(leaking_keys, on=["page_id", "sent_id"], how="anti")
             if links.is_empty():
                 continue
             kept = _chunk_pairs(settings, links, targets_lf.filter(in_range).collect(), keys, vocab, cands, n)
@@ -312,6 +356,7 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
     keep = settings.without_negative == "keep"  # then those pairs are kept (with no negative), not dropped
     with_negative = n["kept"] - n["without_negative"]
     drops = [{"lang": lang, "stage": "hard_negatives", "reason": reason, "count": int(v)} for reason, v in (
+        ("in_evaluation_set", n["leaked"]),
         ("link_target_missing", n["missing"]),
         ("target_without_entity", n["links"] - n["missing"] - n["pairs"]),
         ("positive_not_in_vocabulary", n["pairs"] - n["in_vocab"]),
@@ -328,7 +373,9 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
                  "the %d sampled",
                  lang, n["without_negative"], n["in_vocab"] - n["with_cands"], n["with_cands"] - with_negative,
                  int(sampled["negative"].is_null().sum()) if sampled.height else 0, sampled.height)
-    return sampled, drops, n["by_sitelink"]
+    if n["leaked"]:
+        log.info("%s: %d links of sentences that are evaluation texts removed (leakage guard)", lang, n["leaked"])
+    return sampled, drops, n["by_sitelink"], pl.concat(leaked)
 
 
 def _n_pages(path: Path) -> int:
