@@ -237,7 +237,7 @@ def test_paper_values_mpcl() -> None:
     ts, o = _objective(cfg)
     assert (ts.encoder.pretrained, ts.encoder.pooling, ts.encoder.max_length) == ("xlm-roberta-large", "cls", 64)
     assert (o.kind, o.batch_size, o.temperature, o.positives, o.scaling, o.single_positive_steps) == (
-        "mpcl", 128, 0.05, "inside", "row_detached", 2000)  # experiments/mpcl_scaling's decision
+        "mpcl", 128, 0.05, "inside", "none", 2000)  # experiments/mpcl_random_init's decision
     assert o.group_members == 6  # the anchor sees K = 5 positives
     assert ts.lr == 1e-5 and o.languages == ("en", "de", "fr", "es", "ru", "zh")
     assert cfg.corpora.xnli_groups.languages == ["en", "de", "fr", "es", "ru", "zh"]
