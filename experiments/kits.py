@@ -333,13 +333,13 @@ def me5_corpora(data: Path, work: Path) -> dict[str, Any]:
     return {"xnli": xnli, "nli": nli, "bitext": bitext}
 
 
-def me5_leakage(data: Path, ntrex_heldout: Path, *, later_sets: bool = False) -> Any:
+def me5_leakage(data: Path, ntrex_heldout: Path | None, *, later_sets: bool = False) -> Any:
     """The leakage guard (``pipelines.leakage.LeakageSettings``) of kit ``me5_replication``'s corpora: the texts of
     every report, decision and full set — Tatoeba (every pair of every language), STS17, the BUCC zh-en sample,
     NTREX's held-out documents (the xSIM set, ``ntrex_heldout``: a folder of the held-out lines as
-    ``_write_ntrex`` writes it) and STS-B multi-mt dev — and with ``later_sets`` MewsC-16's sentences (all of
-    them, of which the report scores 500 a language; the topic sets draw on the rest) and STS-B multi-mt train (the
-    caption pairs' source) too. The six-language tables are built without MewsC-16 (adding it
+    ``_write_ntrex`` writes it; None leaves them out) and STS-B multi-mt dev — and with ``later_sets`` MewsC-16's
+    sentences (all of them, of which the report scores 500 a language; the topic sets draw on the rest) and STS-B
+    multi-mt train (the caption pairs' source) too. The six-language tables are built without MewsC-16 (adding it
     would rebuild them and stale every row that read them; no text of theirs is a MewsC-16 sentence), the
     all-language ones with it."""
     from pipelines.leakage import EvalSetSpec, LeakageSettings
@@ -349,7 +349,7 @@ def me5_leakage(data: Path, ntrex_heldout: Path, *, later_sets: bool = False) ->
         EvalSetSpec(name="tatoeba", path=data / "tatoeba", format="lines"),
         EvalSetSpec(name="sts17", path=data / "sts" / "sts17" / "STS.input.*", format="tsv", columns=[0, 1]),
         EvalSetSpec(name="bucc", path=data / "bucc2018" / "zh-en.sample.??", format="tsv", columns=[1]),
-        EvalSetSpec(name="ntrex_heldout", path=ntrex_heldout, format="lines"),
+        *([EvalSetSpec(name="ntrex_heldout", path=ntrex_heldout, format="lines")] if ntrex_heldout is not None else []),
         EvalSetSpec(name="stsb_multi_mt_dev", path=stsb / "stsb-*-dev.csv", format="csv", columns=[0, 1]),
         *([EvalSetSpec(name="mewsc16", path=data / "mewsc16" / "*_sentences.txt", format="lines"),
            # the STS17-like decision pairs are STS-B train captions (experiments/caption_sts.py): tables built
@@ -364,11 +364,9 @@ def ease_leakage(data: Path, ntrex_heldout: Path | None) -> Any:
     ones (no sentence of the Wikipedia samples is among them, so the guard removes nothing from these tables and
     they keep their bytes; it is there for data that would), NTREX's held-out lines left out when ``ntrex_heldout``
     is None."""
-    from pipelines.leakage import EvalTextIndex, LeakageSettings
+    from pipelines.leakage import EvalTextIndex
 
-    sets = me5_leakage(data, ntrex_heldout or data, later_sets=True).eval_sets
-    return EvalTextIndex.from_settings(LeakageSettings(
-        eval_sets=[s for s in sets if ntrex_heldout is not None or s.name != "ntrex_heldout"]))
+    return EvalTextIndex.from_settings(me5_leakage(data, ntrex_heldout, later_sets=True))
 
 
 def _me5_bitext(data: Path, ntrex_train: dict[str, Path], index: Any, out: Path) -> Any:
