@@ -174,18 +174,26 @@ def seen_multi_mask(component: mpcl.MpclComponent, step: int):
     return seen["candidate_mask"]
 
 
-def test_split_pairs_is_single_positive_on_the_same_sentences(groups15: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("languages", "members"), [
+    (("en", "de", "fr", "es", "ru", "zh"), 6),  # mpcl_scaling's and me5-mpcl's setting: K = 5 against 3 pairs
+    (("en", "de", "fr", "es", "ru"), 4),  # mpcl_random_init's: K = 3 against 2 pairs
+])
+def test_split_pairs_is_single_positive_on_the_same_sentences(groups15: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              languages: tuple[str, ...], members: int) -> None:
     seen = _captured(monkeypatch, "mpcl_loss")
-    o = MpclObjective(batch_size=8, languages=("en", "de", "fr", "es", "ru", "zh"))
+    o = MpclObjective(batch_size=8, languages=languages, group_members=members)
     multi = _component(mpcl.MpclComponent, o, groups15)
     single = _component(mpcl.MpclComponent, MpclObjective(**{**o.__dict__, "split_pairs": True}), groups15)
     for step in range(3):
         bm, bs = multi.batch(step), single.batch(step)
         assert sorted(bm.columns[0]) == sorted(bs.columns[0])  # the same sentences per step
+        bm.loss_fn([torch.randn(len(bm.columns[0]), 4)])
+        _, counts = torch.unique(seen["args"][1], return_counts=True)
+        assert counts.tolist() == [members] * 8  # MPCL: the anchor and K = members − 1 positives
         bs.loss_fn([torch.randn(len(bs.columns[0]), 4)])
         ids, kwargs = seen["args"][1], seen["kwargs"]
         _, counts = torch.unique(ids, return_counts=True)
-        assert counts.tolist() == [2] * 24  # 3 disjoint pairs per 6-language group: K = 1
+        assert counts.tolist() == [2] * (8 * members // 2)  # members / 2 disjoint pairs per group: K = 1
         assert kwargs["scaling"] == o.scaling  # through the same loss and scaling
         texts = bs.columns[0]
         for gid in torch.unique(ids).tolist():

@@ -228,6 +228,9 @@ class MpclComponent(Component, builds=MpclObjective):
         o = self.objective
         idx = self.eligible[self.plan.batch(step)]
         rng = step_rng(self.seed, self.stream, step)
+        # "+Single" cuts its pairs with a generator of its own, so ``rng`` draws exactly what MPCL's draws: the same
+        # members of every group (and the same hard negatives) at every step, whatever the pairing consumed
+        pair_rng = step_rng(self.seed, self.stream, step, "pairs")
         warmup = step < o.single_positive_steps
         texts, group, anchor, negs, origin, neg_source = [], [], [], [], [], []
         for n, g in enumerate(idx):
@@ -236,14 +239,15 @@ class MpclComponent(Component, builds=MpclObjective):
             pick = sorted(rng.choice(len(members), size=size, replace=False)) if size < len(members) \
                 else range(len(members))
             chosen = [members[k][1] for k in pick]
+            whole_first = int(rng.integers(len(chosen)))  # MPCL's anchor of the group (one_per_group)
             if o.split_pairs and not warmup:  # "+Single": disjoint random pairs of the drawn members, K = 1 each
-                order = rng.permutation(len(chosen))[: len(chosen) // 2 * 2]
+                order = pair_rng.permutation(len(chosen))[: len(chosen) // 2 * 2]
                 parts = [[chosen[order[k]], chosen[order[k + 1]]] for k in range(0, len(order), 2)]
+                firsts = [int(pair_rng.integers(2)) for _ in parts]
             else:
-                parts = [chosen]
-            for part in parts:
+                parts, firsts = [chosen], [whole_first]
+            for part, first in zip(parts, firsts, strict=True):
                 gid = group[-1] + 1 if group else 0
-                first = int(rng.integers(len(part)))
                 texts += part
                 group += [gid] * len(part)
                 origin += [n] * len(part)

@@ -72,6 +72,9 @@ class BatchPlan:
         return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def step_rng(seed: int, stream: int, step: int) -> np.random.Generator:
-    """The generator of per-step random choices (which group members, which anchor) of objective ``stream``."""
-    return np.random.default_rng([seed, 1_000_003 + stream, step])
+def step_rng(seed: int, stream: int, step: int, salt: str = "") -> np.random.Generator:
+    """The generator of per-step random choices (which group members, which anchor) of objective ``stream``;
+    ``salt`` names an independent generator of the same step (e.g. a baseline's extra draws, kept out of the
+    stream the compared method draws from)."""
+    extra = [int.from_bytes(salt.encode("utf-8"), "little")] if salt else []
+    return np.random.default_rng([seed, 1_000_003 + stream, step, *extra])
