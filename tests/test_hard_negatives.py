@@ -11,7 +11,12 @@ from wiki_chain import build_chain
 
 from pipelines.leakage import EvalSetSpec, EvalTextIndex, LeakageSettings
 from pipelines.wikipedia.entities import EntitySettings
-from pipelines.wikipedia.hard_negatives import HardNegativeSettings, build_hard_negatives, type_candidates
+from pipelines.wikipedia.hard_negatives import (
+    HardNegativeSettings,
+    build_hard_negatives,
+    leaking_sentences,
+    type_candidates,
+)
 
 DUMPS = {lang: SAMPLE / "wikipedia" / f"{lang}wiki-sample.xml.bz2" for lang in ("en", "de", "ru")}
 
@@ -179,6 +184,18 @@ def test_sentences_that_are_evaluation_texts_give_no_pair_and_are_counted(chain:
     # without evaluation sets the table is empty and nothing is dropped for it
     plain = pl.read_parquet(chain["hn"] / "leakage.parquet")
     assert plain.is_empty() and plain.columns == ["corpus", "eval_set", "lang", "units_removed"]
+
+
+def test_a_language_without_sentences_leaks_nothing(chain: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "eval.txt").write_text("a sentence\n", encoding="utf-8")
+    index = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[EvalSetSpec(name="e", path=tmp_path / "eval.txt")]))
+    assert leaking_sentences([tmp_path], "en", index).is_empty()  # a shard folder without a wiki_sentences table
+    en = pl.read_parquet(chain["shard-en-0"] / "wiki_sentences")
+    (tmp_path / "hit.txt").write_text(en["text"][3] + "\n", encoding="utf-8")
+    hit = EvalTextIndex.from_settings(LeakageSettings(eval_sets=[EvalSetSpec(name="e", path=tmp_path / "hit.txt")]))
+    found = leaking_sentences([chain["shard-en-0"]], "en", hit)
+    assert found.height >= 1 and (en["page_id"][3], en["sent_id"][3]) in set(found.select("page_id", "sent_id")
+                                                                             .iter_rows())
 
 
 @pytest.mark.parametrize("cap_quota", [(10_000, 1_000_000), (2, 25)])
