@@ -338,7 +338,7 @@ def _language_pairs(settings: HardNegativeSettings, lang: str, path: Path, shard
                 leaked.append(hit.select(pl.concat_str(*(pl.col(k).cast(pl.Utf8) for k in _KEY),
                                                        separator=":").alias("unit"),
                                          pl.lit(lang).alias("lang"), "eval_set"))
-                n["leaked"] += hit.select(_KEY).n_unique() if hit.height else 0
+                n["leaked"] += hit.select(_KEY).n_unique()
                 links = links.join(leaking_keys, on=["page_id", "sent_id"], how="anti")
             if links.is_empty():
                 continue
